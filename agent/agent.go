@@ -1,0 +1,125 @@
+// Package agent runs one agent turn: it asks a model for its next step,
+// streams what the model says as AG-UI events, runs the tools it calls and
+// loops until the model stops.
+//
+// Models are reached through the Provider interface; implementations live in
+// agent/provider/<name>. The loop never touches session state directly: it
+// reads the conversation and emits events through a Turn, which the kernel
+// implements on the session's actor.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
+)
+
+// Request is one model call: the conversation so far and the tools the model
+// may call.
+type Request struct {
+	Messages []protocol.Message
+	Tools    []tool.Spec
+}
+
+// DeltaKind says what a Delta carries.
+type DeltaKind int
+
+// The kinds of Delta a provider streams.
+const (
+	// DeltaText is a piece of the answer's text.
+	DeltaText DeltaKind = iota + 1
+	// DeltaReasoning is a piece of the model's visible reasoning.
+	DeltaReasoning
+	// DeltaToolCall starts a tool call: ToolCallID and ToolName are set.
+	DeltaToolCall
+	// DeltaToolArgs is a piece of a started call's JSON argument text.
+	DeltaToolArgs
+)
+
+// Delta is one piece of a streamed model answer.
+type Delta struct {
+	Kind       DeltaKind
+	Text       string
+	ToolCallID string
+	ToolName   string
+}
+
+// Usage counts a model call's tokens. Input and output are totals; cached
+// and reasoning tokens are parts of them.
+type Usage struct {
+	InputTokens       int64
+	OutputTokens      int64
+	CachedInputTokens int64
+	ReasoningTokens   int64
+}
+
+// Add returns u plus v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens:       u.InputTokens + v.InputTokens,
+		OutputTokens:      u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
+	}
+}
+
+// Provider is a model. Stream sends one request and calls emit for each
+// piece of the answer, in order, returning the call's usage. It stops when
+// ctx ends or emit returns an error, and returns that error.
+type Provider interface {
+	// Name is the provider's name, the part before the colon of a model
+	// spec ("offline", "script", "openai" …).
+	Name() string
+	// Model is the model's name within its provider.
+	Model() string
+	Stream(ctx context.Context, req Request, emit func(Delta) error) (Usage, error)
+}
+
+// Error is a provider failure with a code for RUN_ERROR and a message that
+// says what to do.
+type Error struct {
+	Code    string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrStopped is returned by a Turn whose run has ended (cancelled, or
+// finished elsewhere); the loop stops quietly on it.
+var ErrStopped = errors.New("run stopped")
+
+// Turn is the loop's window onto its session.
+type Turn interface {
+	// Messages returns the conversation as the session holds it now,
+	// including steers that arrived during the run.
+	Messages(ctx context.Context) ([]protocol.Message, error)
+	// Emit sequences events into the session's log, in order.
+	Emit(ctx context.Context, events ...protocol.Event) error
+	// Usage adds one model call's usage to the run's total.
+	Usage(ctx context.Context, u Usage) error
+	// NewID returns a new id, unique in the session, starting with prefix.
+	NewID(prefix string) string
+}
+
+// Result is how a loop ended.
+type Result struct {
+	// Pending lists client tool calls the client must answer in the next run.
+	Pending []string
+	// Err is the failure that ended the loop, if any.
+	Err error
+}
+
+// argsOrEmpty returns a tool call's argument text as JSON, "{}" when empty.
+func argsOrEmpty(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(s)
+}

@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
+)
+
+// DefaultMaxSteps bounds the model calls of one loop when Loop.MaxSteps is 0.
+const DefaultMaxSteps = 50
+
+// Loop is one agent turn's model ↔ tools loop. Its zero value is not usable:
+// Provider is required.
+type Loop struct {
+	Provider Provider
+	// Tools are the tools the kernel runs itself.
+	Tools *tool.Set
+	// ClientTools are the tools the client offered in RunAgentInput; a call
+	// to one ends the loop with the call pending.
+	ClientTools []protocol.Tool
+	// MaxSteps bounds the model calls; 0 means DefaultMaxSteps.
+	MaxSteps int
+}
+
+// Run runs model steps until the model answers without calling a tool, a
+// client tool is called, or an error occurs. Every message, reasoning
+// message and tool call it opens is closed before it returns.
+func (l *Loop) Run(ctx context.Context, t Turn) Result {
+	maxSteps := l.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	specs := l.specs()
+	for step := 0; step < maxSteps; step++ {
+		msgs, err := t.Messages(ctx)
+		if err != nil {
+			return Result{Err: err}
+		}
+		st := &stepState{turn: t, msgID: t.NewID("msg")}
+		usage, err := l.Provider.Stream(ctx, Request{Messages: msgs, Tools: specs}, func(d Delta) error {
+			return st.apply(ctx, d)
+		})
+		if cerr := st.closeAll(ctx); err == nil {
+			err = cerr
+		}
+		if uerr := t.Usage(ctx, usage); err == nil {
+			err = uerr
+		}
+		if err != nil {
+			return Result{Err: err}
+		}
+		if len(st.calls) == 0 {
+			return Result{}
+		}
+		pending, err := l.runTools(ctx, t, st.calls)
+		if err != nil {
+			return Result{Err: err}
+		}
+		if len(pending) > 0 {
+			return Result{Pending: pending}
+		}
+	}
+	return Result{Err: &Error{
+		Code:    "max_steps",
+		Message: fmt.Sprintf("the agent made %d model calls without finishing; raise max_steps in [agent] or narrow the task", maxSteps),
+	}}
+}
+
+func (l *Loop) specs() []tool.Spec {
+	specs := l.Tools.Specs()
+	for _, ct := range l.ClientTools {
+		specs = append(specs, tool.Spec{Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters})
+	}
+	return specs
+}
+
+func (l *Loop) isClientTool(name string) bool {
+	for _, ct := range l.ClientTools {
+		if ct.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// runTools runs the server tools among calls, in order, and returns the ids
+// of the client tool calls left for the client.
+func (l *Loop) runTools(ctx context.Context, t Turn, calls []*call) ([]string, error) {
+	var pending []string
+	for _, c := range calls {
+		if l.isClientTool(c.name) {
+			pending = append(pending, c.id)
+			continue
+		}
+		var res tool.Result
+		if tl, ok := l.Tools.Lookup(c.name); ok {
+			var err error
+			res, err = tl.Call(ctx, argsOrEmpty(c.args.String()))
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				res = tool.Result{Text: fmt.Sprintf("tool %s failed: %v", c.name, err), Error: true}
+			}
+		} else {
+			res = tool.Result{Text: fmt.Sprintf("there is no tool named %q; call one of: %s", c.name, strings.Join(l.toolNames(), ", ")), Error: true}
+		}
+		if err := t.Emit(ctx, toolResultEvents(t, c.id, res)...); err != nil {
+			return nil, err
+		}
+	}
+	return pending, nil
+}
+
+func (l *Loop) toolNames() []string {
+	var names []string
+	for _, s := range l.specs() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// toolResultEvents reports a tool's result: the tool message, and the
+// result as a text surface of this turn.
+func toolResultEvents(t Turn, callID string, res tool.Result) []protocol.Event {
+	status := "ok"
+	if res.Error {
+		status = "error"
+	}
+	outcome, _ := json.Marshal(map[string]string{"status": status, "surface": callID})
+	surface, _ := json.Marshal(map[string]any{"kind": map[string]string{"t": "text", "value": res.Text}})
+	result := &protocol.ToolCallResult{
+		MessageID:  t.NewID("tool"),
+		ToolCallID: callID,
+		Content:    protocol.TextContent(res.Text),
+		Role:       protocol.RoleTool,
+	}
+	result.Orrery().Outcome = outcome
+	return []protocol.Event{
+		result,
+		&protocol.StateDelta{Delta: []protocol.PatchOp{{
+			Op: "add", Path: "/surfaces/" + escapePointer(callID), Value: surface,
+		}}},
+	}
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// call is a tool call the model made in the current step.
+type call struct {
+	id, name string
+	args     strings.Builder
+}
+
+// stepState turns one model step's deltas into AG-UI events, opening and
+// closing messages as the stream moves between text, reasoning and calls.
+type stepState struct {
+	turn        Turn
+	msgID       string // the step's assistant message, parent of its calls
+	textOpen    bool
+	reasoningID string // open reasoning span and message, or ""
+	openCall    *call
+	calls       []*call
+}
+
+func (s *stepState) apply(ctx context.Context, d Delta) error {
+	var evs []protocol.Event
+	switch d.Kind {
+	case DeltaText:
+		evs = append(evs, s.closeReasoning()...)
+		evs = append(evs, s.closeCall()...)
+		if !s.textOpen {
+			s.textOpen = true
+			evs = append(evs, &protocol.TextMessageStart{MessageID: s.msgID, Role: protocol.RoleAssistant})
+		}
+		evs = append(evs, &protocol.TextMessageContent{MessageID: s.msgID, Delta: d.Text})
+	case DeltaReasoning:
+		evs = append(evs, s.closeText()...)
+		evs = append(evs, s.closeCall()...)
+		if s.reasoningID == "" {
+			s.reasoningID = s.turn.NewID("reason")
+			evs = append(evs,
+				&protocol.ReasoningStart{MessageID: s.reasoningID},
+				&protocol.ReasoningMessageStart{MessageID: s.reasoningID, Role: protocol.RoleReasoning})
+		}
+		evs = append(evs, &protocol.ReasoningMessageContent{MessageID: s.reasoningID, Delta: d.Text})
+	case DeltaToolCall:
+		evs = append(evs, s.closeText()...)
+		evs = append(evs, s.closeReasoning()...)
+		evs = append(evs, s.closeCall()...)
+		id := d.ToolCallID
+		if id == "" {
+			id = s.turn.NewID("call")
+		}
+		c := &call{id: id, name: d.ToolName}
+		s.openCall = c
+		s.calls = append(s.calls, c)
+		evs = append(evs, &protocol.ToolCallStart{ToolCallID: id, ToolCallName: d.ToolName, ParentMessageID: s.msgID})
+		if d.Text != "" {
+			c.args.WriteString(d.Text)
+			evs = append(evs, &protocol.ToolCallArgs{ToolCallID: id, Delta: d.Text})
+		}
+	case DeltaToolArgs:
+		c := s.openCall
+		if d.ToolCallID != "" && (c == nil || c.id != d.ToolCallID) {
+			c = nil
+			for _, cc := range s.calls {
+				if cc.id == d.ToolCallID {
+					c = cc
+				}
+			}
+		}
+		if c == nil || c != s.openCall {
+			return &Error{Code: "provider_error", Message: "the model sent tool arguments for a call that is not open; this is a provider bug, try again or choose another model"}
+		}
+		c.args.WriteString(d.Text)
+		evs = append(evs, &protocol.ToolCallArgs{ToolCallID: c.id, Delta: d.Text})
+	default:
+		return fmt.Errorf("agent: unknown delta kind %d", d.Kind)
+	}
+	return s.turn.Emit(ctx, evs...)
+}
+
+func (s *stepState) closeText() []protocol.Event {
+	if !s.textOpen {
+		return nil
+	}
+	s.textOpen = false
+	return []protocol.Event{&protocol.TextMessageEnd{MessageID: s.msgID}}
+}
+
+func (s *stepState) closeReasoning() []protocol.Event {
+	if s.reasoningID == "" {
+		return nil
+	}
+	id := s.reasoningID
+	s.reasoningID = ""
+	return []protocol.Event{&protocol.ReasoningMessageEnd{MessageID: id}, &protocol.ReasoningEnd{MessageID: id}}
+}
+
+func (s *stepState) closeCall() []protocol.Event {
+	if s.openCall == nil {
+		return nil
+	}
+	id := s.openCall.id
+	s.openCall = nil
+	return []protocol.Event{&protocol.ToolCallEnd{ToolCallID: id}}
+}
+
+// closeAll closes whatever the step left open. It uses a fresh context so
+// the closing events are sequenced even when the step was interrupted; the
+// session drops them if the run has already ended.
+func (s *stepState) closeAll(ctx context.Context) error {
+	var evs []protocol.Event
+	evs = append(evs, s.closeText()...)
+	evs = append(evs, s.closeReasoning()...)
+	evs = append(evs, s.closeCall()...)
+	if len(evs) == 0 {
+		return nil
+	}
+	return s.turn.Emit(context.WithoutCancel(ctx), evs...)
+}

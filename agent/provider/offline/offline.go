@@ -1,0 +1,203 @@
+// Package offline is Orrery's built-in model. It needs no network and no
+// key, and it answers deterministically: the same conversation gets the same
+// reasoning, text and tool calls. It exists so that a fresh install shows the
+// whole event vocabulary (reasoning, streamed text, tool calls and results)
+// before any real model is configured.
+package offline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/protocol"
+)
+
+var _ agent.Provider = (*Model)(nil)
+
+// Model is the offline model. The zero value is ready to use.
+type Model struct{}
+
+// New returns the offline model.
+func New() *Model { return &Model{} }
+
+// Name implements agent.Provider.
+func (*Model) Name() string { return "offline" }
+
+// Model implements agent.Provider.
+func (*Model) Model() string { return "offline" }
+
+// Stream implements agent.Provider. It answers the latest message: it
+// reports tool results, calls a tool the prompt names, or replies in text.
+func (m *Model) Stream(ctx context.Context, req agent.Request, emit func(agent.Delta) error) (agent.Usage, error) {
+	usage := agent.Usage{InputTokens: countTokens(req.Messages)}
+	plan := m.plan(req)
+	var out int64
+	send := func(d agent.Delta) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		out += int64(len(strings.Fields(d.Text)))
+		return emit(d)
+	}
+	if plan.reasoning != "" {
+		for _, piece := range chunks(plan.reasoning, 6) {
+			if err := send(agent.Delta{Kind: agent.DeltaReasoning, Text: piece}); err != nil {
+				return usage, err
+			}
+		}
+	}
+	for _, piece := range chunks(plan.text, 4) {
+		if err := send(agent.Delta{Kind: agent.DeltaText, Text: piece}); err != nil {
+			return usage, err
+		}
+	}
+	for _, c := range plan.calls {
+		if err := send(agent.Delta{Kind: agent.DeltaToolCall, ToolName: c.name}); err != nil {
+			return usage, err
+		}
+		if err := send(agent.Delta{Kind: agent.DeltaToolArgs, Text: c.args}); err != nil {
+			return usage, err
+		}
+	}
+	usage.OutputTokens = out + int64(len(plan.calls))
+	return usage, nil
+}
+
+type plannedCall struct{ name, args string }
+
+type plan struct {
+	reasoning string
+	text      string
+	calls     []plannedCall
+}
+
+func (m *Model) plan(req agent.Request) plan {
+	if len(req.Messages) == 0 {
+		return plan{text: "Hello. I am Orrery's offline model. Send me a prompt."}
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == protocol.RoleTool {
+		return planToolReport(req.Messages)
+	}
+	prompt := strings.TrimSpace(lastUserText(req.Messages))
+	if calls := planCalls(prompt, req); len(calls) > 0 {
+		names := make([]string, len(calls))
+		for i, c := range calls {
+			names[i] = c.name
+		}
+		return plan{
+			reasoning: fmt.Sprintf("The prompt asks for %s, which a tool can answer. I will call it.", strings.Join(names, " and ")),
+			text:      fmt.Sprintf("Calling %s.", strings.Join(names, " and ")),
+			calls:     calls,
+		}
+	}
+	return plan{
+		reasoning: fmt.Sprintf("The person wrote %d words. I have no network and no real model, so I will answer plainly and say how to get a real one.", len(strings.Fields(prompt))),
+		text: fmt.Sprintf("You said: %q. I am Orrery's offline model: I run with no network and no API key, "+
+			"so I can echo text, tell the time and show how a run streams. Set OPENAI_API_KEY or ANTHROPIC_API_KEY, "+
+			"or pass --model, to talk to a real model.", prompt),
+	}
+}
+
+// planCalls picks the tools a prompt names: "time"/"clock"/"date" → clock,
+// "echo REST" → echo with REST, and any offered tool named as a word.
+func planCalls(prompt string, req agent.Request) []plannedCall {
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(prompt), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' && r != '-' && r != '.'
+	}) {
+		words[w] = true
+	}
+	var calls []plannedCall
+	for _, spec := range req.Tools {
+		name := spec.Name
+		switch {
+		case name == "echo" && words["echo"]:
+			rest := prompt
+			if i := strings.Index(strings.ToLower(prompt), "echo"); i >= 0 {
+				rest = strings.TrimSpace(prompt[i+len("echo"):])
+			}
+			args, _ := json.Marshal(map[string]string{"text": strings.Trim(rest, ":\"' ")})
+			calls = append(calls, plannedCall{name: name, args: string(args)})
+		case name == "clock" && (words["time"] || words["clock"] || words["date"]):
+			calls = append(calls, plannedCall{name: name, args: "{}"})
+		case name != "echo" && name != "clock" && words[strings.ToLower(name)]:
+			calls = append(calls, plannedCall{name: name, args: "{}"})
+		}
+	}
+	return calls
+}
+
+// planToolReport answers the tool results that end the conversation.
+func planToolReport(msgs []protocol.Message) plan {
+	names := map[string]string{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Function.Name
+		}
+	}
+	var parts []string
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role == protocol.RoleTool; i-- {
+		name := names[msgs[i].ToolCallID]
+		if name == "" {
+			name = "a tool"
+		}
+		parts = append([]string{fmt.Sprintf("%s returned %q", name, msgs[i].Content.String())}, parts...)
+	}
+	return plan{
+		reasoning: "The tool results are in. I will report them as they are.",
+		text:      "Done: " + strings.Join(parts, "; ") + ".",
+	}
+}
+
+func lastUserText(msgs []protocol.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == protocol.RoleUser {
+			return msgs[i].Content.String()
+		}
+	}
+	return ""
+}
+
+// chunks splits s into pieces of n words, keeping the spaces, so that the
+// pieces joined give s back exactly.
+func chunks(s string, n int) []string {
+	var out []string
+	words := 0
+	start := 0
+	inWord := false
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			if inWord {
+				words++
+				inWord = false
+				if words == n {
+					out = append(out, s[start:i])
+					start = i
+					words = 0
+				}
+			}
+			continue
+		}
+		inWord = true
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+func countTokens(msgs []protocol.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += int64(len(strings.Fields(m.Content.String()))) + 4
+		for _, tc := range m.ToolCalls {
+			n += int64(len(strings.Fields(tc.Function.Arguments))) + 4
+		}
+	}
+	return n
+}

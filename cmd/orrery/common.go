@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/tool"
+)
+
+// commonFlags are the flags every command that uses the data dir takes.
+type commonFlags struct {
+	configPath string
+	data       string
+	model      string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, withModel bool) {
+	fs.StringVar(&c.configPath, "config", "", "config file (default $ORRERY_CONFIG, then "+config.DefaultFile()+")")
+	fs.StringVar(&c.data, "data", "", "data directory (default $ORRERY_DATA, then "+config.DefaultDataDir()+")")
+	if withModel {
+		fs.StringVar(&c.model, "model", "", "model: offline, or script:PATH for tests (default $ORRERY_MODEL, then offline)")
+	}
+}
+
+// load reads the configuration and applies the flags over it.
+func (c *commonFlags) load(e *env) (config.Config, error) {
+	cfg, err := config.Load(c.configPath, e.getenv)
+	if err != nil {
+		return cfg, err
+	}
+	if c.data != "" {
+		cfg.Store.Data = c.data
+	}
+	if c.model != "" {
+		cfg.Agent.Model = c.model
+	}
+	return cfg, cfg.Validate()
+}
+
+// embedded is a kernel on the data dir's store.
+type embedded struct {
+	store  *sqlite.Log
+	kernel *kernel.Kernel
+}
+
+// openKernel opens the store in cfg's data dir and starts a kernel on it,
+// closing any run a dead process left in flight.
+func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embedded, error) {
+	if _, err := models.Resolve(cfg.Agent.Model); err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	st, err := sqlite.Open(cfg.DBPath())
+	if err != nil {
+		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
+	}
+	k := kernel.New(kernel.Config{
+		Store:        st,
+		Models:       models.Resolve,
+		DefaultModel: cfg.Agent.Model,
+		Tools:        tool.Builtins(),
+		Prices:       cfg.Prices,
+		MaxSteps:     cfg.Agent.MaxSteps,
+		Logger:       log,
+	})
+	if err := k.Open(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &embedded{store: st, kernel: k}, nil
+}
+
+func (e *embedded) Close(ctx context.Context) error {
+	return errors.Join(e.kernel.Close(ctx), e.store.Close())
+}
+
+func newLogger(e *env, level slog.Level) *slog.Logger {
+	if v := e.getenv("ORRERY_LOG"); v != "" {
+		var l slog.Level
+		if l.UnmarshalText([]byte(v)) == nil {
+			level = l
+		}
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+}

@@ -1,0 +1,160 @@
+// Command orrery is the Orrery agent kernel: one binary that hosts AI-agent
+// sessions and serves them to any number of clients.
+//
+//	orrery serve      run the kernel on 127.0.0.1:7411
+//	orrery run -p …   run one prompt in an embedded kernel
+//	orrery sessions   list sessions
+//
+// Run "orrery help" or "orrery COMMAND --help" for more.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitError     = 1 // the command failed
+	exitUsage     = 2 // the command line was wrong
+	exitRunFailed = 3 // orrery run: the run ended with RUN_ERROR
+	exitCancelled = 130
+)
+
+// command is one subcommand.
+type command interface {
+	// Synopsis is the one-line summary shown by orrery help.
+	Synopsis() string
+	// Run runs the command with its arguments (after the command's name).
+	Run(ctx context.Context, args []string) error
+}
+
+// usageError is a command-line mistake: it exits with exitUsage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// exitError carries a specific exit code.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	getenv         func(string) string
+}
+
+func commands(e *env) map[string]command {
+	return map[string]command{
+		"serve":    &serveCmd{env: e},
+		"run":      &runCmd{env: e},
+		"sessions": &sessionsCmd{env: e},
+		"version":  &versionCmd{env: e},
+		"config":   &configCmd{env: e},
+	}
+}
+
+func main() {
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	cmds := commands(e)
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		if len(args) > 1 {
+			if c, ok := cmds[args[1]]; ok {
+				return finish(e, c.Run(ctx, []string{"--help"}))
+			}
+		}
+		printUsage(e.stdout, cmds)
+		return exitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "orrery: unknown command %q: run \"orrery help\" to list the commands\n", args[0])
+		return exitUsage
+	}
+	return finish(e, c.Run(ctx, args[1:]))
+}
+
+func finish(e *env, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var ue *usageError
+	var ce *exitCodeError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		return exitUsage
+	case errors.As(err, &ce):
+		if ce.err != nil && ce.err.Error() != "" {
+			fmt.Fprintf(e.stderr, "orrery: %v\n", ce.err)
+		}
+		return ce.code
+	default:
+		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		return exitError
+	}
+}
+
+func printUsage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "Orrery is an agent kernel: it hosts AI-agent sessions and serves them to any number of clients.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: orrery COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].Synopsis())
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run \"orrery COMMAND --help\" for a command's flags.")
+}
+
+// newFlagSet returns a flag set whose errors and help go to e.stderr and
+// which reports mistakes as usage errors.
+func newFlagSet(e *env, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("orrery "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: orrery %s\n\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, turning mistakes into usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitCodeError{code: exitUsage, err: errors.New("")}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q: run \"%s --help\"", fs.Arg(0), fs.Name())}
+	}
+	return nil
+}

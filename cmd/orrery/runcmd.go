@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+type runCmd struct {
+	env     *env
+	common  commonFlags
+	prompt  string
+	json    bool
+	session string
+}
+
+func (c *runCmd) Synopsis() string { return "run one prompt in an embedded kernel and print the answer" }
+
+func (c *runCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet(c.env, "run", "run -p PROMPT [--model NAME] [--json] [--session ID] [--data DIR]")
+	c.common.register(fs, true)
+	fs.StringVar(&c.prompt, "p", "", "the prompt; - reads it from standard input")
+	fs.BoolVar(&c.json, "json", false, "print every frame of the run as one JSON line (AG-UI events) instead of the answer's text")
+	fs.StringVar(&c.session, "session", "", "continue this session instead of starting a new one")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.prompt == "-" {
+		b, err := io.ReadAll(c.env.stdin)
+		if err != nil {
+			return fmt.Errorf("read the prompt from standard input: %w", err)
+		}
+		c.prompt = string(b)
+	}
+	if strings.TrimSpace(c.prompt) == "" {
+		return &usageError{msg: "run needs a prompt: orrery run -p \"PROMPT\" (or -p - to read it from standard input)"}
+	}
+	cfg, err := c.common.load(c.env)
+	if err != nil {
+		return err
+	}
+	k, err := openKernel(ctx, cfg, newLogger(c.env, slog.LevelWarn))
+	if err != nil {
+		return err
+	}
+	defer k.Close(context.Background())
+
+	var sess *kernel.Session
+	if c.session != "" {
+		sess, err = k.kernel.Session(ctx, c.session)
+		if errors.Is(err, kernel.ErrUnknownSession) {
+			return &usageError{msg: fmt.Sprintf("no session %s in %s: list them with orrery sessions", c.session, cfg.Store.Data)}
+		}
+	} else {
+		sess, err = k.kernel.CreateSession(ctx, kernel.SessionOptions{Model: c.common.model})
+	}
+	if err != nil {
+		return err
+	}
+	head := sess.Head()
+	sub, err := sess.Subscribe(ctx, &head)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	res, err := sess.Send(ctx, kernel.SendInput{Text: c.prompt})
+	if err != nil {
+		return err
+	}
+	return c.print(ctx, sess, sub, res.RunID)
+}
+
+// print writes the run's frames until its terminal event.
+func (c *runCmd) print(ctx context.Context, sess *kernel.Session, sub *kernel.Subscription, runID string) error {
+	out := bufio.NewWriter(c.env.stdout)
+	defer out.Flush()
+	var frames []kernel.Frame
+	cancelled := false
+	interrupt := ctx.Done()
+	for {
+		frames = sub.Take(frames[:0])
+		if len(frames) == 0 {
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			select {
+			case <-sub.Ready():
+			case <-interrupt:
+				interrupt, cancelled = nil, true
+				_ = sess.Cancel(context.WithoutCancel(ctx), runID)
+			case <-sub.Done():
+				if frames = sub.Take(frames[:0]); len(frames) == 0 {
+					return fmt.Errorf("the session stopped before the run ended: %v", sub.Err())
+				}
+			}
+		}
+		for _, f := range frames {
+			done, err := c.frame(out, f, runID)
+			if err != nil || done {
+				if err == nil && cancelled {
+					return &exitCodeError{code: exitCancelled, err: errors.New("cancelled")}
+				}
+				return err
+			}
+		}
+	}
+}
+
+// frame prints one frame and reports whether it ended the run.
+func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, error) {
+	if c.json {
+		out.Write(f.Data)
+		out.WriteByte('\n')
+	}
+	ev, err := protocol.DecodeEvent(f.Data)
+	if err != nil {
+		return false, err
+	}
+	switch e := ev.(type) {
+	case *protocol.TextMessageContent:
+		if !c.json {
+			out.WriteString(e.Delta)
+		}
+	case *protocol.TextMessageEnd:
+		if !c.json {
+			out.WriteByte('\n')
+		}
+	case *protocol.ToolCallStart:
+		if !c.json {
+			out.Flush()
+			fmt.Fprintf(c.env.stderr, "→ %s\n", e.ToolCallName)
+		}
+	case *protocol.RunFinished:
+		if e.RunID == runID {
+			return true, nil
+		}
+	case *protocol.RunError:
+		if f.Run == runID {
+			out.Flush()
+			return true, &exitCodeError{code: exitRunFailed, err: fmt.Errorf("run failed (%s): %s", e.Code, e.Message)}
+		}
+	}
+	return false, nil
+}

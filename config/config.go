@@ -1,0 +1,221 @@
+// Package config loads Orrery's configuration: built-in defaults, then a
+// TOML file, then environment variables, each overriding the one before.
+// Command-line flags override all three in cmd/orrery. With no file and no
+// environment the defaults run a complete kernel.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/getorrery/orrery/agent"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	Server ServerConfig     `toml:"server"`
+	Store  StoreConfig      `toml:"store"`
+	Agent  AgentConfig      `toml:"agent"`
+	Prices agent.PriceTable `toml:"prices"`
+
+	// File is the file the configuration was read from, or "".
+	File string `toml:"-"`
+}
+
+// ServerConfig is the [server] table.
+type ServerConfig struct {
+	Listen       string   `toml:"listen"`
+	MaxBodyBytes int64    `toml:"max_body_bytes"`
+	KeepAlive    Duration `toml:"keepalive"`
+}
+
+// StoreConfig is the [store] table.
+type StoreConfig struct {
+	// Data is the data directory; the SQLite log is Data/orrery.db.
+	Data string `toml:"data"`
+}
+
+// AgentConfig is the [agent] table.
+type AgentConfig struct {
+	Model    string `toml:"model"`
+	MaxSteps int    `toml:"max_steps"`
+}
+
+// Duration is a time.Duration written as "15s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a duration such as "15s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write it as 15s, 500ms or 2m", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as "15s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Default returns the built-in configuration.
+func Default() Config {
+	return Config{
+		Server: ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}},
+		Store:  StoreConfig{Data: DefaultDataDir()},
+		Agent:  AgentConfig{Model: "offline", MaxSteps: agent.DefaultMaxSteps},
+		Prices: agent.PriceTable{},
+	}
+}
+
+// DefaultDataDir is the user's data directory for Orrery:
+// $XDG_DATA_HOME/orrery or ~/.local/share/orrery on Unix,
+// ~/Library/Application Support/orrery on macOS, %LocalAppData%\orrery on
+// Windows.
+func DefaultDataDir() string {
+	switch runtime.GOOS {
+	case "darwin", "windows":
+		if dir, err := os.UserConfigDir(); err == nil {
+			if runtime.GOOS == "windows" {
+				if local := os.Getenv("LocalAppData"); local != "" {
+					dir = local
+				}
+			}
+			return filepath.Join(dir, "orrery")
+		}
+	}
+	if xdg := os.Getenv("XDG_DATA_HOME"); xdg != "" {
+		return filepath.Join(xdg, "orrery")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "orrery")
+	}
+	return filepath.Join(os.TempDir(), "orrery")
+}
+
+// DefaultFile is where the configuration is looked for when ORRERY_CONFIG
+// and --config name none: orrery/config.toml in the user's config dir.
+func DefaultFile() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "orrery", "config.toml")
+}
+
+// Load builds the configuration. path names the file; "" means
+// $ORRERY_CONFIG, then DefaultFile if it exists. A named file that is
+// missing is an error; getenv reads the environment (os.Getenv when nil).
+func Load(path string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg := Default()
+	explicit := path != ""
+	if path == "" {
+		path = getenv("ORRERY_CONFIG")
+		explicit = path != ""
+	}
+	if path == "" {
+		path = DefaultFile()
+	}
+	if path != "" {
+		if err := cfg.readFile(path); err != nil {
+			if explicit || !errors.Is(err, fs.ErrNotExist) {
+				return cfg, err
+			}
+		}
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+func (c *Config) readFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	md, err := toml.Decode(string(data), c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		sort.Strings(keys)
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input",
+			path, strings.Join(keys, ", "))
+	}
+	c.File = path
+	return nil
+}
+
+// Env lists the environment variables Load reads, and what each sets.
+var Env = []struct{ Name, Sets string }{
+	{"ORRERY_CONFIG", "the config file"},
+	{"ORRERY_LISTEN", "server.listen"},
+	{"ORRERY_DATA", "store.data"},
+	{"ORRERY_MODEL", "agent.model"},
+	{"ORRERY_MAX_BODY_BYTES", "server.max_body_bytes"},
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	if v := getenv("ORRERY_LISTEN"); v != "" {
+		c.Server.Listen = v
+	}
+	if v := getenv("ORRERY_DATA"); v != "" {
+		c.Store.Data = v
+	}
+	if v := getenv("ORRERY_MODEL"); v != "" {
+		c.Agent.Model = v
+	}
+	if v := getenv("ORRERY_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("ORRERY_MAX_BODY_BYTES=%q is not a whole number of bytes", v)
+		}
+		c.Server.MaxBodyBytes = n
+	}
+	return nil
+}
+
+// Validate checks the values, naming the key and the fix.
+func (c *Config) Validate() error {
+	switch {
+	case c.Server.Listen == "":
+		return errors.New("server.listen is empty: set it to host:port, e.g. 127.0.0.1:7411")
+	case c.Server.MaxBodyBytes < 1024:
+		return fmt.Errorf("server.max_body_bytes is %d: set it to at least 1024", c.Server.MaxBodyBytes)
+	case c.Server.KeepAlive.Duration < 100*time.Millisecond:
+		return fmt.Errorf("server.keepalive is %s: set it to at least 100ms", c.Server.KeepAlive)
+	case c.Store.Data == "":
+		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
+	case c.Agent.MaxSteps < 1:
+		return fmt.Errorf("agent.max_steps is %d: set it to 1 or more", c.Agent.MaxSteps)
+	}
+	for name, p := range c.Prices {
+		if !strings.Contains(name, ":") {
+			return fmt.Errorf("prices.%q: name prices as \"provider:model\" or \"provider:*\"", name)
+		}
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
+			return fmt.Errorf("prices.%q: prices cannot be negative", name)
+		}
+	}
+	return nil
+}
+
+// DBPath is the SQLite log's path inside the data dir.
+func (c *Config) DBPath() string { return filepath.Join(c.Store.Data, "orrery.db") }

@@ -1,0 +1,221 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Errors a subscription ends with.
+var (
+	// ErrSlow means the subscriber fell too far behind and was dropped; it
+	// resumes from the last seq it received.
+	ErrSlow = errors.New("subscriber fell too far behind; resume from the last seq received")
+	// ErrSessionClosed means the session stopped (the kernel is shutting
+	// down, or its store failed).
+	ErrSessionClosed = errors.New("session closed")
+)
+
+// DefaultQueueFrames bounds a subscriber's queue when Config.QueueFrames is 0.
+const DefaultQueueFrames = 16384
+
+// hub fans a session's published frames out to its subscribers. The
+// committer publishes; a publisher never blocks on a subscriber.
+type hub struct {
+	mu        sync.Mutex // guards everything below
+	subs      map[*Subscription]struct{}
+	published uint64 // seq of the last frame published
+	closed    error
+}
+
+func (h *hub) add(sub *Subscription, initial []Frame) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		sub.end(h.closed)
+		return
+	}
+	if h.subs == nil {
+		h.subs = make(map[*Subscription]struct{})
+	}
+	h.subs[sub] = struct{}{}
+	if len(initial) > 0 {
+		sub.push(initial...)
+	}
+}
+
+// attachAt registers sub at the current published head and returns that
+// head, so the caller can read the log up to it and lose nothing.
+func (h *hub) attachAt(sub *Subscription) (uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		return 0, h.closed
+	}
+	if h.subs == nil {
+		h.subs = make(map[*Subscription]struct{})
+	}
+	h.subs[sub] = struct{}{}
+	return h.published, nil
+}
+
+func (h *hub) head() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.published
+}
+
+func (h *hub) remove(sub *Subscription) {
+	h.mu.Lock()
+	delete(h.subs, sub)
+	h.mu.Unlock()
+}
+
+// publish hands committed frames to every subscriber, running each queued
+// action at its place in the order.
+func (h *hub) publish(items []commitItem) {
+	h.mu.Lock()
+	start := 0
+	flush := func(end int) {
+		if start == end {
+			return
+		}
+		frames := make([]Frame, 0, end-start)
+		for _, it := range items[start:end] {
+			frames = append(frames, it.frame)
+		}
+		for sub := range h.subs {
+			if !sub.push(frames...) {
+				delete(h.subs, sub)
+			}
+		}
+		h.published = frames[len(frames)-1].Seq
+	}
+	for i, it := range items {
+		if it.then == nil {
+			continue
+		}
+		flush(i)
+		start = i + 1
+		h.mu.Unlock()
+		it.then()
+		h.mu.Lock()
+	}
+	flush(len(items))
+	h.mu.Unlock()
+}
+
+// close ends every subscription with err; later subscriptions end at once.
+func (h *hub) close(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		return
+	}
+	h.closed = err
+	for sub := range h.subs {
+		sub.end(err)
+	}
+	h.subs = nil
+}
+
+// Subscription receives a session's frames in seq order. A subscriber
+// first replays its backlog (Backlog), then repeatedly waits on Ready and
+// takes everything queued with Take, writing it in one go. It never blocks
+// the session: when its queue overflows it ends with ErrSlow.
+type Subscription struct {
+	hub   *hub
+	max   int
+	ready chan struct{}
+	done  chan struct{}
+
+	mu     sync.Mutex // guards queue and err
+	queue  []Frame
+	err    error
+	closed bool
+
+	// backlog is the stored range (since, upto] to replay before live frames.
+	backlog func(ctx context.Context, fn func(Frame) error) error
+}
+
+func newSubscription(h *hub, max int) *Subscription {
+	if max <= 0 {
+		max = DefaultQueueFrames
+	}
+	return &Subscription{hub: h, max: max, ready: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// push queues frames; it reports false when the subscription is over.
+func (s *Subscription) push(frames ...Frame) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	if len(s.queue)+len(frames) > s.max {
+		s.mu.Unlock()
+		s.end(ErrSlow)
+		return false
+	}
+	s.queue = append(s.queue, frames...)
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (s *Subscription) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.err = err
+	close(s.done)
+}
+
+// Ready is signalled when frames are queued.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Done is closed when the subscription ends; Err says why. Frames queued
+// before it ended can still be taken.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err is why the subscription ended, or nil while it is live or after Close.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Take appends every queued frame to dst and returns it.
+func (s *Subscription) Take(dst []Frame) []Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst = append(dst, s.queue...)
+	clear(s.queue)
+	s.queue = s.queue[:0]
+	return dst
+}
+
+// Backlog replays, once, the stored frames the subscription starts with
+// (those between its since and the head when it attached), calling fn for
+// each in order. Data is valid only during fn. It is a no-op for
+// subscriptions that start live.
+func (s *Subscription) Backlog(ctx context.Context, fn func(Frame) error) error {
+	b := s.backlog
+	s.backlog = nil
+	if b == nil {
+		return nil
+	}
+	return b(ctx, fn)
+}
+
+// Close ends the subscription; it is safe to call more than once.
+func (s *Subscription) Close() {
+	s.end(nil)
+	s.hub.remove(s)
+}

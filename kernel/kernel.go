@@ -1,0 +1,288 @@
+// Package kernel hosts sessions. Each session is an actor: one goroutine
+// owns its state, assigns every frame its seq, applies it, and hands it to
+// a committer that makes it durable in the store before the hub publishes
+// it to subscribers. Runs, steering and cancellation each have their own
+// file; the agent loop reaches a session only through a Turn.
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/store"
+	"github.com/getorrery/orrery/tool"
+)
+
+// Config is what a Kernel is built from. Store and Models are required.
+type Config struct {
+	// Store is the durable log.
+	Store store.Log
+	// Models turns a model spec into a provider.
+	Models func(spec string) (agent.Provider, error)
+	// DefaultModel is the spec of sessions that name none.
+	DefaultModel string
+	// Tools are the tools the kernel runs itself; nil means none.
+	Tools *tool.Set
+	// Prices turn usage into cost.
+	Prices agent.PriceTable
+	// MaxSteps bounds the model calls of one run; 0 means the agent default.
+	MaxSteps int
+	// QueueFrames bounds each subscriber's queue; 0 means DefaultQueueFrames.
+	QueueFrames int
+	// Logger receives the kernel's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// DebugActor makes every access to a session's owned state check that
+	// it happens on the session's goroutine. Tests turn it on.
+	DebugActor bool
+	// Now replaces the clock for event timestamps.
+	Now func() time.Time
+}
+
+// Kernel hosts sessions. Create it with New, start it with Open, stop it
+// with Close.
+type Kernel struct {
+	cfg Config
+	log *slog.Logger
+
+	loadMu sync.Mutex // serialises loading sessions from the store
+
+	mu        sync.Mutex // guards sessions, providers and closed
+	sessions  map[string]*Session
+	providers map[string]agent.Provider
+	closed    bool
+}
+
+// New returns a kernel with cfg's defaults filled in. It starts nothing.
+func New(cfg Config) *Kernel {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Kernel{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		sessions:  make(map[string]*Session),
+		providers: make(map[string]agent.Provider),
+	}
+}
+
+func (k *Kernel) now() time.Time { return k.cfg.Now() }
+
+// Open checks the configuration and closes every run the log shows in
+// flight (the process that ran it died) with one RUN_ERROR interrupted.
+func (k *Kernel) Open(ctx context.Context) error {
+	if k.cfg.Store == nil || k.cfg.Models == nil {
+		return errors.New("kernel: Config.Store and Config.Models are required")
+	}
+	if _, err := k.provider(k.cfg.DefaultModel); err != nil {
+		return fmt.Errorf("default model: %w", err)
+	}
+	sessions, err := k.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return fmt.Errorf("open kernel: %w", err)
+	}
+	for _, info := range sessions {
+		if info.OpenRun == "" {
+			continue
+		}
+		s, err := k.Session(ctx, info.ID)
+		if err != nil {
+			return fmt.Errorf("recover session %s: %w", info.ID, err)
+		}
+		var ierr error
+		var flushed <-chan struct{}
+		if err := s.do(ctx, func() {
+			ierr = s.interrupt(info.OpenRun, "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry")
+			flushed = s.commits.flushed()
+		}); err != nil {
+			return fmt.Errorf("recover session %s: %w", info.ID, err)
+		}
+		if ierr != nil {
+			return fmt.Errorf("recover session %s: %w", info.ID, ierr)
+		}
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		k.log.Info("closed interrupted run", "session", info.ID, "run", info.OpenRun)
+	}
+	return nil
+}
+
+// Close ends every run in flight as interrupted, commits what is queued and
+// stops every session. It waits until ctx ends at most.
+func (k *Kernel) Close(ctx context.Context) error {
+	k.mu.Lock()
+	k.closed = true
+	sessions := make([]*Session, 0, len(k.sessions))
+	for _, s := range k.sessions {
+		sessions = append(sessions, s)
+	}
+	k.sessions = map[string]*Session{}
+	k.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		if err := s.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close session %s: %w", s.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// provider returns the provider for spec, resolving it once per kernel so
+// that a provider's state (a script's position) lasts across runs.
+func (k *Kernel) provider(spec string) (agent.Provider, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.providers[spec]; ok {
+		return p, nil
+	}
+	p, err := k.cfg.Models(spec)
+	if err != nil {
+		return nil, err
+	}
+	k.providers[spec] = p
+	return p, nil
+}
+
+// SessionOptions describe a new session.
+type SessionOptions struct {
+	// ID is the session's id; empty means the kernel picks one.
+	ID    string
+	Title string
+	Model string
+	Cwd   string
+}
+
+// ValidateSessionID reports whether id can name a session: 1 to 128
+// printable characters without spaces.
+func ValidateSessionID(id string) error {
+	if id == "" || len(id) > 128 {
+		return &RequestError{Msg: "a session id must be 1 to 128 characters long"}
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return &RequestError{Msg: fmt.Sprintf("session id %q has a space or control character: use letters, digits and punctuation", id)}
+		}
+	}
+	return nil
+}
+
+// CreateSession creates a session and returns it.
+func (k *Kernel) CreateSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	if opts.ID == "" {
+		opts.ID = newID("ses")
+	}
+	if err := ValidateSessionID(opts.ID); err != nil {
+		return nil, err
+	}
+	if opts.Model != "" {
+		if _, err := k.provider(opts.Model); err != nil {
+			return nil, &RequestError{Msg: err.Error()}
+		}
+	}
+	info := store.Session{ID: opts.ID, Title: opts.Title, Model: opts.Model, Cwd: opts.Cwd, Created: k.now()}
+	if err := k.cfg.Store.CreateSession(ctx, info); err != nil {
+		if errors.Is(err, store.ErrSessionExists) {
+			return nil, &RequestError{Msg: fmt.Sprintf("session %s already exists: pick another id, or omit it", opts.ID)}
+		}
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	return k.Session(ctx, opts.ID)
+}
+
+// Session returns the session with id, loading it from the store on first
+// use. An unknown id gives an error that wraps ErrUnknownSession.
+func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
+	k.mu.Lock()
+	s, ok := k.sessions[id]
+	closed := k.closed
+	k.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	if closed {
+		return nil, ErrSessionClosed
+	}
+	k.loadMu.Lock()
+	defer k.loadMu.Unlock()
+	k.mu.Lock()
+	s, ok = k.sessions[id]
+	k.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	info, err := k.cfg.Store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s = newSession(k, info)
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	s.start()
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		s.close(ctx)
+		return nil, ErrSessionClosed
+	}
+	k.sessions[id] = s
+	k.mu.Unlock()
+	return s, nil
+}
+
+// forget drops a broken session so that its next use reloads it.
+func (k *Kernel) forget(s *Session) {
+	k.mu.Lock()
+	if k.sessions[s.id] == s {
+		delete(k.sessions, s.id)
+	}
+	k.mu.Unlock()
+}
+
+// Sessions lists every session, newest first.
+func (k *Kernel) Sessions(ctx context.Context) ([]protocol.SessionSummary, error) {
+	infos, err := k.cfg.Store.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.SessionSummary, 0, len(infos))
+	for _, info := range infos {
+		k.mu.Lock()
+		live := k.sessions[info.ID]
+		k.mu.Unlock()
+		sum := protocol.SessionSummary{
+			ID: info.ID, Title: info.Title, Created: info.Created.UTC().Format(time.RFC3339),
+			Head: info.Head, Running: info.OpenRun != "", MicroUSD: info.MicroUSD, Model: info.Model,
+		}
+		if live != nil {
+			sum.Running = live.Running()
+			sum.Head = max(sum.Head, live.Head())
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns prefix_ and 16 random characters.
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}

@@ -1,0 +1,275 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// run is one agent turn in flight. It is owned by the session actor; the
+// loop goroutine reaches it only through a turn.
+type run struct {
+	id          string
+	ctx         context.Context
+	cancel      context.CancelFunc
+	provider    agent.Provider
+	clientTools []protocol.Tool
+	usage       agent.Usage
+	// steers counts the steers that joined the run; mark is the count the
+	// loop had seen when it last read the conversation.
+	steers, mark int
+	open         openSet
+	done         chan struct{} // closed when the loop goroutine returns
+}
+
+// openSet tracks what a run has opened and not yet closed, in the order
+// opened, so the run can close each before its terminal event.
+type openSet struct {
+	texts, calls, reasoningMsgs, reasoningSpans, steps []string
+}
+
+func remove(list []string, id string) []string {
+	if i := slices.Index(list, id); i >= 0 {
+		return slices.Delete(list, i, i+1)
+	}
+	return list
+}
+
+func (o *openSet) apply(ev protocol.Event) {
+	switch e := ev.(type) {
+	case *protocol.TextMessageStart:
+		o.texts = append(o.texts, e.MessageID)
+	case *protocol.TextMessageEnd:
+		o.texts = remove(o.texts, e.MessageID)
+	case *protocol.ToolCallStart:
+		o.calls = append(o.calls, e.ToolCallID)
+	case *protocol.ToolCallEnd:
+		o.calls = remove(o.calls, e.ToolCallID)
+	case *protocol.ReasoningMessageStart:
+		o.reasoningMsgs = append(o.reasoningMsgs, e.MessageID)
+	case *protocol.ReasoningMessageEnd:
+		o.reasoningMsgs = remove(o.reasoningMsgs, e.MessageID)
+	case *protocol.ReasoningStart:
+		o.reasoningSpans = append(o.reasoningSpans, e.MessageID)
+	case *protocol.ReasoningEnd:
+		o.reasoningSpans = remove(o.reasoningSpans, e.MessageID)
+	case *protocol.StepStarted:
+		o.steps = append(o.steps, e.StepName)
+	case *protocol.StepFinished:
+		o.steps = remove(o.steps, e.StepName)
+	}
+}
+
+// closers returns the events that close everything still open, innermost
+// first.
+func (o *openSet) closers() []protocol.Event {
+	var evs []protocol.Event
+	for _, id := range o.calls {
+		evs = append(evs, &protocol.ToolCallEnd{ToolCallID: id})
+	}
+	for _, id := range o.texts {
+		evs = append(evs, &protocol.TextMessageEnd{MessageID: id})
+	}
+	for _, id := range o.reasoningMsgs {
+		evs = append(evs, &protocol.ReasoningMessageEnd{MessageID: id})
+	}
+	for _, id := range o.reasoningSpans {
+		evs = append(evs, &protocol.ReasoningEnd{MessageID: id})
+	}
+	for i := len(o.steps) - 1; i >= 0; i-- {
+		evs = append(evs, &protocol.StepFinished{StepName: o.steps[i]})
+	}
+	return evs
+}
+
+// startRun begins a run: the person's new messages, RUN_STARTED, the turn's
+// state snapshot, then the loop on its own goroutine. When sub is not nil it
+// is registered to receive the log from RUN_STARTED on. Runs on the actor.
+func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.RunAgentInput, sub *Subscription) error {
+	s.assertActor()
+	for _, m := range userMsgs {
+		value, err := json.Marshal(UserMessage{ID: m.ID, Role: protocol.RoleUser, Content: m.Content, RunID: r.id})
+		if err != nil {
+			return err
+		}
+		if err := s.emit("", &protocol.Custom{Name: UserMessageEvent, Value: value}); err != nil {
+			return err
+		}
+	}
+	snapshot, err := s.state.newTurn()
+	if err != nil {
+		return err
+	}
+	if sub != nil {
+		s.commits.register(sub, nil)
+	}
+	s.run = r
+	s.running.Store(true)
+	s.runIDs[r.id] = true
+	if err := s.emit(r.id,
+		&protocol.RunStarted{ThreadID: s.id, RunID: r.id, ProtocolVersion: "1.0", Input: input},
+		&protocol.StateSnapshot{Snapshot: snapshot},
+	); err != nil {
+		s.run = nil
+		s.running.Store(false)
+		return err
+	}
+	if s.info.Title == "" && len(userMsgs) > 0 {
+		s.setTitle(userMsgs[0].Content.String())
+	}
+	go s.loop(r)
+	return nil
+}
+
+// loop runs the agent loop for r until the actor accepts its end. A steer
+// that arrives while the loop is finishing sends it round again.
+func (s *Session) loop(r *run) {
+	defer close(r.done)
+	l := &agent.Loop{Provider: r.provider, Tools: s.k.cfg.Tools, ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps}
+	t := &turn{s: s, r: r}
+	for {
+		res := l.Run(r.ctx, t)
+		finished := true
+		if err := s.do(context.Background(), func() { finished = s.finishRun(r, res) }); err != nil {
+			return
+		}
+		if finished {
+			return
+		}
+	}
+}
+
+// finishRun ends r with res, unless a steer arrived after the loop last read
+// the conversation, in which case it returns false and the loop goes on.
+// Runs on the actor.
+func (s *Session) finishRun(r *run, res agent.Result) bool {
+	s.assertActor()
+	if s.run != r {
+		return true // already ended by a cancel or a shutdown
+	}
+	if res.Err == nil && len(res.Pending) == 0 && r.steers > r.mark {
+		return false
+	}
+	switch {
+	case res.Err != nil:
+		code, msg := "internal", res.Err.Error()
+		var ae *agent.Error
+		if errors.As(res.Err, &ae) {
+			code, msg = ae.Code, ae.Message
+		}
+		s.endRun(r, errorTerminal(code, msg))
+	default:
+		outcome := &protocol.Outcome{Type: protocol.OutcomeSuccess, PendingToolCallIDs: res.Pending}
+		s.endRun(r, &protocol.RunFinished{ThreadID: s.id, RunID: r.id, Outcome: outcome})
+	}
+	return true
+}
+
+func errorTerminal(code, msg string) *protocol.RunError {
+	return &protocol.RunError{Message: msg, Code: code}
+}
+
+// endRun closes what r left open, sequences its terminal event with the
+// run's usage and cost, and makes the session idle. Runs on the actor.
+func (s *Session) endRun(r *run, terminal protocol.Event) {
+	s.assertActor()
+	r.cancel()
+	usage := r.usage
+	cost := s.k.cfg.Prices.Cost(r.provider.Name(), r.provider.Model(), usage)
+	result := protocol.RunResult{
+		MicroUSD:          cost,
+		InputTokens:       usage.InputTokens,
+		OutputTokens:      usage.OutputTokens,
+		CachedInputTokens: usage.CachedInputTokens,
+		ReasoningTokens:   usage.ReasoningTokens,
+	}
+	tokenUsage := []protocol.TokenUsage{{
+		Provider:          r.provider.Name(),
+		Model:             r.provider.Model(),
+		InputTokens:       usage.InputTokens,
+		OutputTokens:      usage.OutputTokens,
+		TotalTokens:       usage.InputTokens + usage.OutputTokens,
+		CachedInputTokens: usage.CachedInputTokens,
+		ReasoningTokens:   usage.ReasoningTokens,
+	}}
+	switch t := terminal.(type) {
+	case *protocol.RunFinished:
+		t.Result, _ = json.Marshal(result)
+		t.Usage = tokenUsage
+	case *protocol.RunError:
+		t.Usage = tokenUsage
+		t.Orrery().Result = &result
+	}
+	evs := append(r.open.closers(), terminal)
+	if err := s.emit(r.id, evs...); err != nil {
+		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
+	}
+	s.commits.addCost(cost)
+	s.info.MicroUSD += cost
+	s.run = nil
+	s.running.Store(false)
+}
+
+// cancelRun ends the run in flight as cancelled. Runs on the actor.
+func (s *Session) cancelRun(runID string) error {
+	s.assertActor()
+	r := s.run
+	if r == nil {
+		return &RequestError{Msg: "no run is in flight in session " + s.id + ": there is nothing to cancel"}
+	}
+	if runID != "" && runID != r.id {
+		return &RequestError{Msg: "run " + runID + " is not in flight in session " + s.id + " (run " + r.id + " is): cancel that one, or omit runId"}
+	}
+	s.endRun(r, &protocol.RunFinished{ThreadID: s.id, RunID: r.id, Outcome: &protocol.Outcome{Type: protocol.OutcomeCancelled}})
+	return nil
+}
+
+// turn is the loop's agent.Turn on a session.
+type turn struct {
+	s *Session
+	r *run
+}
+
+var _ agent.Turn = (*turn)(nil)
+
+func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
+	var msgs []protocol.Message
+	var err error
+	if derr := t.s.do(ctx, func() {
+		if t.s.run != t.r {
+			err = agent.ErrStopped
+			return
+		}
+		msgs = t.s.transcript.snapshot()
+		t.r.mark = t.r.steers
+	}); derr != nil {
+		return nil, derr
+	}
+	return msgs, err
+}
+
+func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
+	var err error
+	if derr := t.s.do(ctx, func() {
+		if t.s.run != t.r {
+			err = agent.ErrStopped
+			return
+		}
+		err = t.s.emit(t.r.id, events...)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (t *turn) Usage(ctx context.Context, u agent.Usage) error {
+	return t.s.do(context.WithoutCancel(ctx), func() {
+		t.r.usage = t.r.usage.Add(u)
+	})
+}
+
+func (t *turn) NewID(prefix string) string { return newID(prefix) }

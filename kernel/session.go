@@ -1,0 +1,503 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/store"
+)
+
+// Session is one session's actor. A single goroutine owns the session's
+// state and sequences every change to it; other goroutines send it work
+// through do, which waits for the result. Its committer makes each frame
+// durable before the hub publishes it.
+type Session struct {
+	id      string
+	k       *Kernel
+	inbox   chan func()
+	quit    chan struct{}
+	exited  chan struct{}
+	commits *committer
+	hub     hub
+	running atomic.Bool
+	broken  atomic.Bool
+	gid     atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
+	closeMu sync.Once
+
+	// Owned by the actor goroutine: read and written only in functions it
+	// runs (those that call assertActor), or before it starts.
+	info       store.Session
+	head       uint64 // seq of the last frame sequenced (maybe not yet durable)
+	transcript transcript
+	state      stateDoc
+	run        *run            // the run in flight, or nil
+	runIDs     map[string]bool // every run id the session has used
+	lastRun    *run            // the most recent run, for shutdown to wait on
+}
+
+func newSession(k *Kernel, info store.Session) *Session {
+	s := &Session{
+		id:     info.ID,
+		k:      k,
+		inbox:  make(chan func(), 64),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
+		info:   info,
+		state:  newStateDoc(),
+		runIDs: make(map[string]bool),
+	}
+	s.commits = newCommitter(s)
+	return s
+}
+
+// ID returns the session's id.
+func (s *Session) ID() string { return s.id }
+
+// Running reports whether a run is in flight.
+func (s *Session) Running() bool { return s.running.Load() }
+
+// Head returns the seq of the last frame published (and so durable).
+func (s *Session) Head() uint64 { return s.hub.head() }
+
+// load rebuilds the session's state from its log. It runs before the actor
+// starts.
+func (s *Session) load(ctx context.Context) error {
+	err := s.k.cfg.Store.Scan(ctx, s.id, 0, func(f store.Frame) error {
+		ev, err := protocol.DecodeEvent(f.Data)
+		if err != nil {
+			return fmt.Errorf("load session %s seq %d: %w", s.id, f.Seq, err)
+		}
+		if next, err := s.state.check(ev); err == nil && next != nil {
+			s.state.doc = bytes.Clone(next)
+		}
+		s.transcript.apply(ev)
+		if rs, ok := ev.(*protocol.RunStarted); ok {
+			s.runIDs[rs.RunID] = true
+		}
+		s.head = f.Seq
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.hub.published = s.head
+	return nil
+}
+
+func (s *Session) start() {
+	go s.serve()
+	go s.commits.run()
+}
+
+func (s *Session) serve() {
+	defer close(s.exited)
+	if s.k.cfg.DebugActor {
+		s.gid.Store(goroutineID())
+	}
+	for {
+		select {
+		case fn := <-s.inbox:
+			fn()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// do runs fn on the actor and waits for it to finish.
+func (s *Session) do(ctx context.Context, fn func()) error {
+	done := make(chan struct{})
+	select {
+	case s.inbox <- func() { defer close(done); fn() }:
+	case <-s.quit:
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
+}
+
+// assertActor panics, when Config.DebugActor is set, if the caller is not
+// the actor goroutine.
+func (s *Session) assertActor() {
+	if !s.k.cfg.DebugActor {
+		return
+	}
+	if want := s.gid.Load(); want != 0 && want != goroutineID() {
+		panic(fmt.Sprintf("kernel: session %s state touched off its actor goroutine", s.id))
+	}
+}
+
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
+}
+
+// emit sequences events: each gets the next seq, changes the session's
+// state, is encoded once and is queued for commit. A state change that does
+// not apply refuses that event and the ones after it. Runs on the actor.
+func (s *Session) emit(runID string, events ...protocol.Event) error {
+	s.assertActor()
+	if s.broken.Load() {
+		return ErrSessionClosed
+	}
+	for _, ev := range events {
+		protocol.Stamp(ev)
+		h := ev.Header()
+		next, err := s.state.check(ev)
+		if err != nil {
+			return &RequestError{Msg: err.Error()}
+		}
+		h.Timestamp = s.k.now().UnixMilli()
+		h.Orrery().Seq = s.head + 1
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", h.Type, err)
+		}
+		s.head++
+		if next != nil {
+			s.state.doc = next
+		}
+		s.transcript.apply(ev)
+		if s.run != nil {
+			s.run.open.apply(ev)
+		}
+		s.commits.push(commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}})
+	}
+	return nil
+}
+
+// encodeSnapshot encodes an event sent outside the session's order (seq 0).
+func encodeSnapshot(ev protocol.Event) (Frame, error) {
+	protocol.Stamp(ev)
+	ev.Header().Orrery().Seq = 0
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Frame{}, fmt.Errorf("encode %s: %w", ev.EventType(), err)
+	}
+	return Frame{Type: string(ev.EventType()), Data: data}, nil
+}
+
+// SendInput starts a run, or steers the run in flight.
+type SendInput struct {
+	// RunID names a new run; empty means the kernel picks one.
+	RunID string
+	// Text and Attachments are a person's new message.
+	Text        string
+	Attachments []protocol.ContentPart
+	// Messages is the conversation as a stock client sends it: only the
+	// messages whose ids the session does not hold yet are taken.
+	Messages []protocol.Message
+	// Tools are the client's own tools; Context is its context entries.
+	Tools   []protocol.Tool
+	Context []protocol.Context
+	// Steer joins the run in flight instead of being refused.
+	Steer bool
+	// Subscribe asks for a Subscription that starts at the new run's
+	// RUN_STARTED.
+	Subscribe bool
+}
+
+// SendResult says where a send went.
+type SendResult struct {
+	RunID  string
+	Target string // protocol.TargetRun or protocol.TargetSteer
+	// Sub is set when SendInput.Subscribe was and a run started.
+	Sub *Subscription
+}
+
+// Send starts a run on an idle session. While a run is in flight it joins
+// that run when in.Steer is set and is refused with a *BusyError otherwise.
+func (s *Session) Send(ctx context.Context, in SendInput) (SendResult, error) {
+	var res SendResult
+	var err error
+	if derr := s.do(ctx, func() { res, err = s.send(in) }); derr != nil {
+		return res, derr
+	}
+	return res, err
+}
+
+func (s *Session) send(in SendInput) (SendResult, error) {
+	s.assertActor()
+	var fresh []protocol.Message
+	for _, m := range in.Messages {
+		if !s.transcript.has(m.ID) && !containsID(fresh, m.ID) {
+			fresh = append(fresh, m)
+		}
+	}
+	if in.Text != "" || len(in.Attachments) > 0 {
+		content := protocol.TextContent(in.Text)
+		if len(in.Attachments) > 0 {
+			parts := []protocol.ContentPart{{Type: "text", Text: in.Text}}
+			content = protocol.PartsContent(append(parts, in.Attachments...))
+		}
+		fresh = append(fresh, protocol.Message{ID: newID("user"), Role: protocol.RoleUser, Content: content})
+	}
+	var users []protocol.Message
+	for _, m := range fresh {
+		if m.Role == protocol.RoleUser {
+			users = append(users, m)
+		}
+	}
+
+	if r := s.run; r != nil {
+		if !in.Steer {
+			return SendResult{}, &BusyError{Session: s.id, RunID: r.id}
+		}
+		if len(users) == 0 {
+			return SendResult{}, &RequestError{Msg: "a steer needs text: send input.text"}
+		}
+		for _, m := range users {
+			if err := s.steer(r, m); err != nil {
+				return SendResult{}, err
+			}
+		}
+		return SendResult{RunID: r.id, Target: protocol.TargetSteer}, nil
+	}
+
+	runID := in.RunID
+	if runID == "" {
+		runID = newID("run")
+	}
+	if s.runIDs[runID] {
+		return SendResult{}, &RequestError{Msg: fmt.Sprintf("runId %s was already used in session %s: send a fresh runId for each run", runID, s.id)}
+	}
+	provider, err := s.k.provider(s.model())
+	if err != nil {
+		return SendResult{}, &RequestError{Msg: err.Error()}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, done: make(chan struct{})}
+	if fresh == nil {
+		fresh = []protocol.Message{}
+	}
+	input := &protocol.RunAgentInput{
+		ThreadID: s.id, RunID: runID, Messages: fresh,
+		Tools: nonNil(in.Tools), Context: nonNil(in.Context),
+	}
+	var sub *Subscription
+	if in.Subscribe {
+		sub = newSubscription(&s.hub, s.k.cfg.QueueFrames)
+	}
+	if err := s.startRun(r, users, input, sub); err != nil {
+		cancel()
+		return SendResult{}, err
+	}
+	s.lastRun = r
+	return SendResult{RunID: runID, Target: protocol.TargetRun, Sub: sub}, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func containsID(msgs []protocol.Message, id string) bool {
+	for _, m := range msgs {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Session) model() string {
+	if s.info.Model != "" {
+		return s.info.Model
+	}
+	return s.k.cfg.DefaultModel
+}
+
+// setTitle names the session after its first prompt. Runs on the actor.
+func (s *Session) setTitle(text string) {
+	title := strings.Join(strings.Fields(text), " ")
+	if utf8.RuneCountInString(title) > 60 {
+		r := []rune(title)
+		title = string(r[:59]) + "…"
+	}
+	if title == "" {
+		return
+	}
+	s.info.Title = title
+	if err := s.k.cfg.Store.UpdateSession(context.Background(), s.info); err != nil {
+		s.k.log.Warn("set session title", "session", s.id, "err", err)
+	}
+}
+
+// Cancel ends the run in flight with RUN_FINISHED and outcome cancelled.
+// runID, when not empty, must name that run.
+func (s *Session) Cancel(ctx context.Context, runID string) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.cancelRun(runID) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// Subscribe returns a subscription to the session's frames. With since nil
+// it starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of the session as
+// it stands (seq 0), then every later frame. With since set it replays the
+// frames after since (Backlog), then continues live, with no gap and no
+// duplicate at the seam.
+func (s *Session) Subscribe(ctx context.Context, since *uint64) (*Subscription, error) {
+	sub := newSubscription(&s.hub, s.k.cfg.QueueFrames)
+	if since == nil {
+		var err error
+		if derr := s.do(ctx, func() {
+			var frames []Frame
+			frames, err = s.snapshotFrames()
+			if err == nil {
+				s.commits.register(sub, frames)
+			}
+		}); derr != nil {
+			return nil, derr
+		}
+		if err != nil {
+			return nil, err
+		}
+		return sub, nil
+	}
+	head, err := s.hub.attachAt(sub)
+	if err != nil {
+		return nil, err
+	}
+	if *since > head {
+		sub.Close()
+		return nil, &SinceError{Session: s.id, Since: *since, Head: head}
+	}
+	from := *since
+	sub.backlog = func(ctx context.Context, fn func(Frame) error) error {
+		err := s.k.cfg.Store.Scan(ctx, s.id, from, func(f Frame) error {
+			if f.Seq > head {
+				return errStopScan
+			}
+			return fn(f)
+		})
+		if errors.Is(err, errStopScan) {
+			return nil
+		}
+		return err
+	}
+	return sub, nil
+}
+
+var errStopScan = errors.New("stop scan")
+
+// snapshotFrames encodes the session's state and conversation as seq-0
+// snapshots. Runs on the actor.
+func (s *Session) snapshotFrames() ([]Frame, error) {
+	s.assertActor()
+	state, err := encodeSnapshot(&protocol.StateSnapshot{Snapshot: bytes.Clone(s.state.JSON())})
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := encodeSnapshot(&protocol.MessagesSnapshot{Messages: s.transcript.snapshot()})
+	if err != nil {
+		return nil, err
+	}
+	return []Frame{state, msgs}, nil
+}
+
+// Read returns up to limit logged frames with seq > since, exactly as
+// logged. A since beyond the head is refused with a *SinceError.
+func (s *Session) Read(ctx context.Context, since uint64, limit int) ([]Frame, uint64, error) {
+	head := s.hub.head()
+	if since > head {
+		return nil, head, &SinceError{Session: s.id, Since: since, Head: head}
+	}
+	if limit <= 0 || uint64(limit) > head-since {
+		limit = int(head - since)
+	}
+	if limit == 0 {
+		return []Frame{}, head, nil
+	}
+	frames, err := s.k.cfg.Store.Read(ctx, s.id, since, limit)
+	return frames, head, err
+}
+
+// Info returns the session's record as the actor holds it.
+func (s *Session) Info(ctx context.Context) (store.Session, error) {
+	var info store.Session
+	err := s.do(ctx, func() { info = s.info; info.Head = s.head })
+	return info, err
+}
+
+// interrupt ends a run the log shows open but no process is running, with
+// one RUN_ERROR interrupted. Runs on the actor.
+func (s *Session) interrupt(runID, why string) error {
+	s.assertActor()
+	ev := errorTerminal("interrupted", why)
+	ev.Orrery().Result = &protocol.RunResult{}
+	return s.emit(runID, ev)
+}
+
+// fail marks the session broken after its store failed: subscribers end,
+// the run stops, and the kernel forgets the session so the next use reloads
+// it from what the log holds.
+func (s *Session) fail(err error) {
+	s.k.log.Error("session store failed; reloading it from the log on next use", "session", s.id, "err", err)
+	s.broken.Store(true)
+	s.k.forget(s)
+	s.hub.close(fmt.Errorf("%w: %v", ErrSessionClosed, err))
+	go func() {
+		_ = s.do(context.Background(), func() {
+			if s.run != nil {
+				s.run.cancel()
+				s.run = nil
+				s.running.Store(false)
+			}
+		})
+		s.stopActor()
+	}()
+}
+
+func (s *Session) stopActor() {
+	s.closeMu.Do(func() { close(s.quit) })
+	<-s.exited
+}
+
+// close ends a run in flight as interrupted, commits everything queued and
+// stops the session's goroutines.
+func (s *Session) close(ctx context.Context) error {
+	var last *run
+	err := s.do(ctx, func() {
+		if s.run != nil {
+			s.endRun(s.run, errorTerminal("interrupted", "the server shut down during this run; its output so far is kept: send the prompt again to retry"))
+		}
+		last = s.lastRun
+	})
+	s.stopActor()
+	if last != nil {
+		select {
+		case <-last.done:
+		case <-ctx.Done():
+			err = errors.Join(err, ctx.Err())
+		}
+	}
+	close(s.commits.stop)
+	<-s.commits.done
+	s.hub.close(ErrSessionClosed)
+	if errors.Is(err, ErrSessionClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// Limits of session.read.
+const (
+	defaultReadLimit = 1000
+	maxReadLimit     = 10000
+)
+
+// handleControl serves POST /control: one request in the body, its reply's
+// value as the answer. A refusal is a non-2xx status with {"error": "…"}.
+func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := protocol.DecodeRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	value, err := s.Do(r.Context(), req)
+	if err != nil {
+		s.kernelError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, value)
+}
+
+// Do carries out one request and returns its reply value. Its errors are
+// the kernel's, which every transport maps to its own refusal.
+func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
+	switch q := req.(type) {
+	case *protocol.SessionNew:
+		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: q.Model, Cwd: q.Cwd})
+		if err != nil {
+			return nil, err
+		}
+		return protocol.SessionNewReply{Session: sess.ID()}, nil
+	case *protocol.SessionList:
+		list, err := s.k.Sessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return protocol.SessionListReply{Sessions: list}, nil
+	case *protocol.SessionRead:
+		if q.Session == "" {
+			return nil, &kernel.RequestError{Msg: "session is missing: name the session to read"}
+		}
+		if q.Limit < 0 || q.Limit > maxReadLimit {
+			return nil, &kernel.RequestError{Msg: "limit must be between 1 and 10000: read in pages, passing the last seq as since"}
+		}
+		limit := q.Limit
+		if limit == 0 {
+			limit = defaultReadLimit
+		}
+		sess, err := s.k.Session(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		var since uint64
+		if q.Since != nil {
+			since = *q.Since
+		}
+		frames, head, err := sess.Read(ctx, since, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := protocol.SessionReadReply{Frames: make([]json.RawMessage, len(frames)), Head: head}
+		for i, f := range frames {
+			out.Frames[i] = f.Data
+		}
+		return out, nil
+	case *protocol.RunSend:
+		if q.Session == "" {
+			return nil, &kernel.RequestError{Msg: "session is missing: name the session to send to"}
+		}
+		if strings.TrimSpace(q.Input.Text) == "" && len(q.Input.Attachments) == 0 {
+			return nil, &kernel.RequestError{Msg: "input.text is empty: send the prompt as input.text"}
+		}
+		switch q.Target {
+		case "", protocol.TargetRun, protocol.TargetSteer:
+		default:
+			return nil, &kernel.RequestError{Msg: "target " + q.Target + " is unknown: use \"steer\" to join the run in flight, or omit it"}
+		}
+		sess, err := s.k.Session(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: q.Input.Attachments, Steer: q.Target == protocol.TargetSteer})
+		if err != nil {
+			return nil, err
+		}
+		return protocol.RunSendReply{RunID: res.RunID, Target: res.Target}, nil
+	case *protocol.RunCancel:
+		if q.Session == "" {
+			return nil, &kernel.RequestError{Msg: "session is missing: name the session whose run to cancel"}
+		}
+		sess, err := s.k.Session(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := sess.Cancel(ctx, q.RunID); err != nil {
+			return nil, err
+		}
+		return protocol.Empty{}, nil
+	}
+	return nil, &kernel.RequestError{Msg: "request " + req.Head().T + " is not served here"}
+}

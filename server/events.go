@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// handleEvents serves GET /events?session=ID[&since=N]: the session's whole
+// stream (every prompt, run and notice) as SSE, until the client leaves.
+// since, or the Last-Event-ID header, resumes after that seq; without either
+// the stream starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of seq 0.
+// client and draws declare the client; they are accepted and not yet used.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	id := q.Get("session")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, "session is missing: call GET /events?session=<id>")
+		return
+	}
+	var since *uint64
+	for _, v := range []struct{ name, value string }{
+		{"since", q.Get("since")},
+		{"Last-Event-ID", r.Header.Get("Last-Event-ID")},
+	} {
+		if v.value == "" {
+			continue
+		}
+		n, ok := parseSince(w, v.name, v.value)
+		if !ok {
+			return
+		}
+		since = &n
+		break
+	}
+	sess, err := s.k.Session(r.Context(), id)
+	if err != nil {
+		s.kernelError(w, err)
+		return
+	}
+	sub, err := sess.Subscribe(r.Context(), since)
+	if err != nil {
+		s.kernelError(w, err)
+		return
+	}
+	defer sub.Close()
+	s.wg.Add(1)
+	defer s.wg.Done()
+	sw := newSSEWriter(w)
+	if _, err := s.stream(r.Context(), sw, sub, nil); err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Info("event stream ended", "session", id, "err", err)
+	}
+}

@@ -1,0 +1,158 @@
+// Package server is Orrery's HTTP face: one listener that serves runs and
+// session streams as SSE (POST /run, GET /events), requests (POST /control)
+// and health. It turns HTTP into kernel calls and kernel frames into bytes;
+// it holds no session state of its own.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// DefaultMaxBodyBytes bounds a request body when Config.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultKeepAlive is the silence after which a stream sends a comment.
+const DefaultKeepAlive = 15 * time.Second
+
+// Config is what a Server is built from. Kernel is required.
+type Config struct {
+	Kernel *kernel.Kernel
+	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// KeepAlive is how long a stream may stay silent before a ": keepalive"
+	// comment; 0 means DefaultKeepAlive.
+	KeepAlive time.Duration
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the HTTP routes. It tracks its own streams, which
+// http.Server.Shutdown does not wait for: Close ends them.
+type Server struct {
+	cfg Config
+	k   *kernel.Kernel
+	log *slog.Logger
+	mux *http.ServeMux
+
+	ctx    context.Context // ends every stream when cancelled
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // counts streams in progress
+}
+
+// New returns a Server with cfg's defaults filled in.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
+	s.mux.HandleFunc("POST /run", s.handleRun)
+	s.mux.HandleFunc("GET /events", s.handleEvents)
+	s.mux.HandleFunc("POST /control", s.handleControl)
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("/", s.handleNotFound)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close ends every stream in progress and waits for their handlers to
+// return, or for ctx to end.
+func (s *Server) Close(ctx context.Context) error {
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close streams: %w", ctx.Err())
+	}
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": orrery.Version})
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/run", "/control", "/events", "/healthz":
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s does not take %s: use POST /run, GET /events, POST /control or GET /healthz", r.URL.Path, r.Method))
+		return
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: Orrery serves POST /run, GET /events, POST /control and GET /healthz", r.Method, r.URL.Path))
+}
+
+// readBody reads a request body up to the size limit. On failure it has
+// already answered.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"the body is over the %d-byte limit: send less, or raise max_body_bytes in the [server] config", s.cfg.MaxBodyBytes))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "the body could not be read: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// kernelError answers an error from the kernel with the status it means.
+func (s *Server) kernelError(w http.ResponseWriter, err error) {
+	var reqErr *kernel.RequestError
+	var busy *kernel.BusyError
+	var since *kernel.SinceError
+	switch {
+	case errors.As(err, &busy):
+		writeError(w, http.StatusConflict, busy.Error())
+	case errors.As(err, &reqErr):
+		writeError(w, http.StatusBadRequest, reqErr.Error())
+	case errors.As(err, &since):
+		writeError(w, http.StatusBadRequest, since.Error())
+	case errors.Is(err, kernel.ErrUnknownSession):
+		writeError(w, http.StatusNotFound, "unknown session: create it with session.new, or list sessions with session.list")
+	case errors.Is(err, kernel.ErrSessionClosed):
+		writeError(w, http.StatusServiceUnavailable, "the session is closed because the server is stopping: retry in a moment")
+	default:
+		s.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":"encode reply failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, protocol.ErrorBody{Error: msg})
+}

@@ -1,0 +1,491 @@
+// Package sqlite implements store.Log on an embedded SQLite database
+// (modernc.org/sqlite, pure Go) in WAL mode.
+//
+// Durability: commits use synchronous=NORMAL, so a committed frame survives
+// a crash of the Orrery process (it is in the WAL file, written before the
+// commit returns). An operating-system crash or power loss may lose the most
+// recent commits, never corrupt the database; those frames may then be
+// written again under the same seq by the restarted kernel, which no client
+// can tell from the first attempt because nothing after the lost commits
+// survives either.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/getorrery/orrery/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+var _ store.Log = (*Log)(nil)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sessions (
+	sid       INTEGER PRIMARY KEY,
+	id        TEXT NOT NULL UNIQUE,
+	title     TEXT NOT NULL DEFAULT '',
+	model     TEXT NOT NULL DEFAULT '',
+	cwd       TEXT NOT NULL DEFAULT '',
+	created   INTEGER NOT NULL,
+	head      INTEGER NOT NULL DEFAULT 0,
+	open_run  TEXT NOT NULL DEFAULT '',
+	micro_usd INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS frames (
+	sid  INTEGER NOT NULL,
+	seq  INTEGER NOT NULL,
+	type TEXT NOT NULL,
+	run  TEXT NOT NULL DEFAULT '',
+	data BLOB NOT NULL,
+	PRIMARY KEY (sid, seq)
+) WITHOUT ROWID;
+`
+
+// Log is a store.Log in one SQLite file. Create it with Open.
+type Log struct {
+	path   string
+	writer *sql.DB // one connection: SQLite has one writer
+	reader *sql.DB
+
+	appends chan *appendReq
+	done    chan struct{} // closed by Close
+	stopped chan struct{} // closed when writeLoop returns
+	wg      sync.WaitGroup
+
+	mu sync.Mutex // guards sessions
+	// sessions caches sid and head per session id. Heads change only on the
+	// writer goroutine, under mu.
+	sessions map[string]*sessionRow
+
+	closeOnce sync.Once
+}
+
+type sessionRow struct {
+	sid  int64
+	head uint64
+}
+
+type appendReq struct {
+	batches []store.Batch
+	errc    chan error
+}
+
+// Open opens (creating when missing) the log at path and starts its writer.
+func Open(path string) (*Log, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	l := &Log{
+		path:     path,
+		appends:  make(chan *appendReq, 1024),
+		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		sessions: make(map[string]*sessionRow),
+	}
+	var err error
+	if l.writer, err = openDB(path, 1); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if _, err := l.writer.Exec(schema); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("create schema in %s: %w", path, err)
+	}
+	if l.reader, err = openDB(path, max(4, runtime.GOMAXPROCS(0))); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := l.loadSessions(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.wg.Add(1)
+	go l.writeLoop()
+	return l, nil
+}
+
+func openDB(path string, conns int) (*sql.DB, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-16000)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func (l *Log) loadSessions() error {
+	rows, err := l.writer.Query(`SELECT sid, id, head FROM sessions`)
+	if err != nil {
+		return fmt.Errorf("load sessions: %w", err)
+	}
+	defer rows.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for rows.Next() {
+		var r sessionRow
+		var id string
+		if err := rows.Scan(&r.sid, &id, &r.head); err != nil {
+			return fmt.Errorf("load sessions: %w", err)
+		}
+		l.sessions[id] = &r
+	}
+	return rows.Err()
+}
+
+// Path returns the database file's path.
+func (l *Log) Path() string { return l.path }
+
+// Close stops the writer, after it has committed what was queued, and closes
+// the database.
+func (l *Log) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.done)
+		l.wg.Wait()
+		for _, db := range []*sql.DB{l.reader, l.writer} {
+			if db != nil {
+				err = errors.Join(err, db.Close())
+			}
+		}
+	})
+	return err
+}
+
+// CreateSession implements store.Log.
+func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
+	if s.Created.IsZero() {
+		s.Created = time.Now()
+	}
+	l.mu.Lock()
+	_, exists := l.sessions[s.ID]
+	l.mu.Unlock()
+	if exists {
+		return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
+	}
+	// Two creates of one id can both pass the check above; the loser of the
+	// insert inserts nothing.
+	res, err := l.writer.ExecContext(ctx,
+		`INSERT INTO sessions (id, title, model, cwd, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		s.ID, s.Title, s.Model, s.Cwd, s.Created.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
+	}
+	sid, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	l.mu.Lock()
+	l.sessions[s.ID] = &sessionRow{sid: sid}
+	l.mu.Unlock()
+	return nil
+}
+
+// UpdateSession implements store.Log.
+func (l *Log) UpdateSession(ctx context.Context, s store.Session) error {
+	res, err := l.writer.ExecContext(ctx, `UPDATE sessions SET title = ?, model = ? WHERE id = ?`, s.Title, s.Model, s.ID)
+	if err != nil {
+		return fmt.Errorf("update session %s: %w", s.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("update session %s: %w", s.ID, store.ErrUnknownSession)
+	}
+	return nil
+}
+
+const sessionColumns = `id, title, model, cwd, created, head, open_run, micro_usd`
+
+func scanSession(sc interface{ Scan(...any) error }) (store.Session, error) {
+	var s store.Session
+	var created int64
+	err := sc.Scan(&s.ID, &s.Title, &s.Model, &s.Cwd, &created, &s.Head, &s.OpenRun, &s.MicroUSD)
+	s.Created = time.UnixMilli(created)
+	return s, err
+}
+
+// Session implements store.Log.
+func (l *Log) Session(ctx context.Context, id string) (store.Session, error) {
+	row := l.reader.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	s, err := scanSession(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("read session %s: %w", id, store.ErrUnknownSession)
+	}
+	if err != nil {
+		return s, fmt.Errorf("read session %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// Sessions implements store.Log.
+func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
+	rows, err := l.reader.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY created DESC, sid DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Session{}
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (l *Log) sid(id string) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.sessions[id]
+	if !ok {
+		return 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
+	}
+	return r.sid, nil
+}
+
+// Read implements store.Log.
+func (l *Log) Read(ctx context.Context, session string, since uint64, limit int) ([]store.Frame, error) {
+	var out []store.Frame
+	err := l.scan(ctx, session, since, limit, func(f store.Frame) error {
+		f.Data = append([]byte(nil), f.Data...)
+		out = append(out, f)
+		return nil
+	})
+	if out == nil && err == nil {
+		out = []store.Frame{}
+	}
+	return out, err
+}
+
+// Scan implements store.Log.
+func (l *Log) Scan(ctx context.Context, session string, since uint64, fn func(store.Frame) error) error {
+	return l.scan(ctx, session, since, 0, fn)
+}
+
+func (l *Log) scan(ctx context.Context, session string, since uint64, limit int, fn func(store.Frame) error) error {
+	sid, err := l.sid(session)
+	if err != nil {
+		return err
+	}
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := l.reader.QueryContext(ctx,
+		`SELECT seq, type, run, data FROM frames WHERE sid = ? AND seq > ? ORDER BY seq LIMIT ?`, sid, since, limit)
+	if err != nil {
+		return fmt.Errorf("read session %s: %w", session, err)
+	}
+	defer rows.Close()
+	var data sql.RawBytes
+	for rows.Next() {
+		var f store.Frame
+		if err := rows.Scan(&f.Seq, &f.Type, &f.Run, &data); err != nil {
+			return fmt.Errorf("read session %s: %w", session, err)
+		}
+		f.Data = data
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read session %s: %w", session, err)
+	}
+	return nil
+}
+
+// Append implements store.Log. Concurrent calls share one commit.
+func (l *Log) Append(ctx context.Context, batches ...store.Batch) error {
+	req := &appendReq{batches: batches, errc: make(chan error, 1)}
+	select {
+	case l.appends <- req:
+	case <-l.done:
+		return store.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the append is committed even if ctx ends: the caller must
+	// learn whether it landed, so wait for the answer. A Close racing the
+	// send above may stop the writer before it takes req: then nothing of
+	// req was written.
+	select {
+	case err := <-req.errc:
+		return err
+	case <-l.stopped:
+		select {
+		case err := <-req.errc: // answered just before the writer stopped
+			return err
+		default:
+			return store.ErrClosed
+		}
+	}
+}
+
+// writeLoop is the single writer. It takes every append queued while the
+// previous commit was in flight and commits them together.
+func (l *Log) writeLoop() {
+	defer l.wg.Done()
+	defer close(l.stopped)
+	var pending []*appendReq
+	for {
+		select {
+		case req := <-l.appends:
+			pending = append(pending[:0], req)
+		case <-l.done:
+			// Commit what is still queued, then stop.
+			for {
+				select {
+				case req := <-l.appends:
+					l.commit([]*appendReq{req})
+				default:
+					return
+				}
+			}
+		}
+	drain:
+		for len(pending) < 4096 {
+			select {
+			case req := <-l.appends:
+				pending = append(pending, req)
+			default:
+				break drain
+			}
+		}
+		l.commit(pending)
+	}
+}
+
+func (l *Log) commit(reqs []*appendReq) {
+	errs, err := l.commitTx(reqs)
+	for i, r := range reqs {
+		if err != nil {
+			r.errc <- err
+			continue
+		}
+		r.errc <- errs[i]
+	}
+}
+
+// commitTx writes every batch of reqs in one transaction and returns each
+// request's own error (a seq conflict skips only that batch), or an error
+// that failed the whole commit.
+func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
+	errs := make([]error, len(reqs))
+	heads := make(map[*sessionRow]uint64)
+	l.mu.Lock()
+	rows := make([][]*sessionRow, len(reqs))
+	for i, r := range reqs {
+		rows[i] = make([]*sessionRow, len(r.batches))
+		for j, b := range r.batches {
+			row, ok := l.sessions[b.Session]
+			if !ok {
+				errs[i] = errors.Join(errs[i], fmt.Errorf("append to session %s: %w", b.Session, store.ErrUnknownSession))
+				continue
+			}
+			rows[i][j] = row
+			if _, seen := heads[row]; !seen {
+				heads[row] = row.head
+			}
+		}
+	}
+	l.mu.Unlock()
+
+	tx, err := l.writer.Begin()
+	if err != nil {
+		return nil, fmt.Errorf("append: begin: %w", err)
+	}
+	defer tx.Rollback()
+	ins, err := tx.Prepare(`INSERT INTO frames (sid, seq, type, run, data) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, fmt.Errorf("append: prepare: %w", err)
+	}
+	defer ins.Close()
+	upd, err := tx.Prepare(`UPDATE sessions SET head = ?, micro_usd = micro_usd + ?,
+		open_run = CASE WHEN ? THEN ? ELSE open_run END WHERE sid = ?`)
+	if err != nil {
+		return nil, fmt.Errorf("append: prepare: %w", err)
+	}
+	defer upd.Close()
+
+	for i, r := range reqs {
+		for j, b := range r.batches {
+			row := rows[i][j]
+			if row == nil || len(b.Frames) == 0 && b.CostDelta == 0 {
+				continue
+			}
+			head := heads[row]
+			if cerr := checkSeqs(b, head); cerr != nil {
+				errs[i] = errors.Join(errs[i], cerr)
+				continue
+			}
+			runChanged, openRun := false, ""
+			for _, f := range b.Frames {
+				data := f.Data
+				if data == nil {
+					// A nil []byte binds as NULL, which data's NOT NULL
+					// would reject, failing every batch of the commit.
+					data = []byte{}
+				}
+				if _, err := ins.Exec(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
+					return nil, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, err)
+				}
+				switch f.Type {
+				case "RUN_STARTED":
+					runChanged, openRun = true, f.Run
+				case "RUN_FINISHED", "RUN_ERROR":
+					runChanged, openRun = true, ""
+				}
+			}
+			if n := len(b.Frames); n > 0 {
+				head = b.Frames[n-1].Seq
+			}
+			if _, err := upd.Exec(head, b.CostDelta, runChanged, openRun, row.sid); err != nil {
+				return nil, fmt.Errorf("append to session %s: %w", b.Session, err)
+			}
+			heads[row] = head
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("append: commit: %w", err)
+	}
+	l.mu.Lock()
+	for row, h := range heads {
+		row.head = h
+	}
+	l.mu.Unlock()
+	return errs, nil
+}
+
+func checkSeqs(b store.Batch, head uint64) error {
+	for k, f := range b.Frames {
+		if want := head + 1 + uint64(k); f.Seq != want {
+			return fmt.Errorf("append to session %s: frame seq %d, want %d: %w", b.Session, f.Seq, want, store.ErrSeqConflict)
+		}
+	}
+	return nil
+}
