@@ -21,7 +21,9 @@ type runCmd struct {
 	session string
 }
 
-func (c *runCmd) Synopsis() string { return "run one prompt in an embedded kernel and print the answer" }
+func (c *runCmd) Synopsis() string {
+	return "run one prompt in an embedded kernel and print the answer"
+}
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet(c.env, "run", "run -p PROMPT [--model NAME] [--json] [--session ID] [--data DIR]")

@@ -18,7 +18,9 @@ type serveCmd struct {
 	listen string
 }
 
-func (c *serveCmd) Synopsis() string { return "run the kernel: HTTP on 127.0.0.1:7411, SQLite in the data dir" }
+func (c *serveCmd) Synopsis() string {
+	return "run the kernel: HTTP on 127.0.0.1:7411, SQLite in the data dir"
+}
 
 func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet(c.env, "serve", "serve [--listen ADDR] [--data DIR] [--model NAME] [--config FILE]")

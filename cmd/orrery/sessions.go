@@ -77,7 +77,9 @@ type configCmd struct {
 	common commonFlags
 }
 
-func (c *configCmd) Synopsis() string { return "check the configuration (config validate) without starting anything" }
+func (c *configCmd) Synopsis() string {
+	return "check the configuration (config validate) without starting anything"
+}
 
 func (c *configCmd) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet(c.env, "config", "config validate [--config FILE]")
