@@ -60,6 +60,10 @@ type Log struct {
 	appends chan *appendReq
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed when writeLoop returns
+
+	// Statements of the writer goroutine, prepared once on the writer's
+	// single connection.
+	insertStmt, updateStmt *sql.Stmt
 	wg      sync.WaitGroup
 
 	mu sync.Mutex // guards sessions
@@ -108,6 +112,15 @@ func Open(path string) (*Log, error) {
 	if err := l.loadSessions(); err != nil {
 		l.Close()
 		return nil, err
+	}
+	if l.insertStmt, err = l.writer.Prepare(`INSERT INTO frames (sid, seq, type, run, data) VALUES (?, ?, ?, ?, ?)`); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("prepare append: %w", err)
+	}
+	if l.updateStmt, err = l.writer.Prepare(`UPDATE sessions SET head = ?, micro_usd = micro_usd + ?,
+		open_run = CASE WHEN ? THEN ? ELSE open_run END WHERE sid = ?`); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("prepare append: %w", err)
 	}
 	l.wg.Add(1)
 	go l.writeLoop()
@@ -367,6 +380,10 @@ func (l *Log) writeLoop() {
 				}
 			}
 		}
+		// Let writers that are ready run and queue their appends, so they
+		// share this commit: a yield, not a timer, so an idle log commits at
+		// once.
+		runtime.Gosched()
 	drain:
 		for len(pending) < 4096 {
 			select {
@@ -420,16 +437,9 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 		return nil, fmt.Errorf("append: begin: %w", err)
 	}
 	defer tx.Rollback()
-	ins, err := tx.Prepare(`INSERT INTO frames (sid, seq, type, run, data) VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, fmt.Errorf("append: prepare: %w", err)
-	}
+	ins := tx.Stmt(l.insertStmt)
 	defer ins.Close()
-	upd, err := tx.Prepare(`UPDATE sessions SET head = ?, micro_usd = micro_usd + ?,
-		open_run = CASE WHEN ? THEN ? ELSE open_run END WHERE sid = ?`)
-	if err != nil {
-		return nil, fmt.Errorf("append: prepare: %w", err)
-	}
+	upd := tx.Stmt(l.updateStmt)
 	defer upd.Close()
 
 	for i, r := range reqs {
