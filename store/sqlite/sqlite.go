@@ -64,7 +64,7 @@ type Log struct {
 	// Statements of the writer goroutine, prepared once on the writer's
 	// single connection.
 	insertStmt, updateStmt *sql.Stmt
-	wg      sync.WaitGroup
+	wg                     sync.WaitGroup
 
 	mu sync.Mutex // guards sessions
 	// sessions caches sid and head per session id. Heads change only on the
