@@ -1,0 +1,94 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getorrery/orrery/config"
+)
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string // "" means no file
+		env     map[string]string
+		check   func(t *testing.T, c config.Config)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, c config.Config) {
+				if c.Server.Listen != "127.0.0.1:7411" || c.Agent.Model != "offline" || c.Server.MaxBodyBytes != 4<<20 || c.Server.KeepAlive.Duration != 15*time.Second {
+					t.Errorf("Load() = %+v, want the built-in defaults", c)
+				}
+			},
+		},
+		{
+			name: "file",
+			file: "[server]\nlisten = \"127.0.0.1:9000\"\nkeepalive = \"2s\"\n[agent]\nmodel = \"script:/x.json\"\n[prices.\"openai:gpt-x\"]\ninput = 5\noutput = 7\n",
+			check: func(t *testing.T, c config.Config) {
+				if c.Server.Listen != "127.0.0.1:9000" || c.Server.KeepAlive.Duration != 2*time.Second || c.Agent.Model != "script:/x.json" {
+					t.Errorf("Load() = %+v, want the file's values", c)
+				}
+				if p := c.Prices["openai:gpt-x"]; p.Input != 5 || p.Output != 7 {
+					t.Errorf("Prices = %+v, want input 5, output 7", c.Prices)
+				}
+			},
+		},
+		{
+			name: "env over file",
+			file: "[server]\nlisten = \"127.0.0.1:9000\"\n",
+			env:  map[string]string{"ORRERY_LISTEN": "127.0.0.1:9001", "ORRERY_DATA": "/d", "ORRERY_MODEL": "offline", "ORRERY_MAX_BODY_BYTES": "2048"},
+			check: func(t *testing.T, c config.Config) {
+				if c.Server.Listen != "127.0.0.1:9001" || c.Store.Data != "/d" || c.Server.MaxBodyBytes != 2048 {
+					t.Errorf("Load() = %+v, want the environment's values", c)
+				}
+			},
+		},
+		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
+		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},
+		{name: "small body limit", file: "[server]\nmax_body_bytes = 10\n", wantErr: "max_body_bytes is 10"},
+		{name: "bad price name", file: "[prices.gpt]\ninput = 1\n", wantErr: "provider:model"},
+		{name: "bad env number", env: map[string]string{"ORRERY_MAX_BODY_BYTES": "lots"}, wantErr: "ORRERY_MAX_BODY_BYTES"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{"ORRERY_CONFIG": filepath.Join(dir, "absent.toml"), "HOME": dir}
+			path := ""
+			if tt.file != "" {
+				path = filepath.Join(dir, "config.toml")
+				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			if path == "" {
+				env["ORRERY_CONFIG"] = ""
+			}
+			c, err := config.Load(path, func(k string) string { return env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load() error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load() = %v", err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestMissingNamedFile(t *testing.T) {
+	_, err := config.Load(filepath.Join(t.TempDir(), "nope.toml"), func(string) string { return "" })
+	if err == nil {
+		t.Fatal("Load(missing file) = nil, want an error")
+	}
+}
