@@ -298,6 +298,9 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	}
 	if err := s.startRun(r, users, input, sub); err != nil {
 		cancel()
+		if sub != nil {
+			sub.Close()
+		}
 		return SendResult{}, err
 	}
 	s.lastRun = r
