@@ -50,9 +50,16 @@ func (c *committer) push(it commitItem) {
 }
 
 func (c *committer) addCost(d int64) {
+	if d == 0 {
+		return
+	}
 	c.mu.Lock()
 	c.cost += d
 	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // register queues sub's registration with the hub at the current end of the

@@ -638,3 +638,44 @@ func TestSlowSubscriberIsDropped(t *testing.T) {
 		t.Errorf("last logged frame = %s, want the run's RUN_FINISHED", last.Data)
 	}
 }
+
+func TestCancelledRunIsStillCharged(t *testing.T) {
+	model := script(t, map[string]any{
+		"text": []string{"a", "b", "c", "d", "e", "f", "g", "h"}, "delay_ms": 30,
+		"usage": map[string]int{"inputTokens": 1_000_000, "outputTokens": 0},
+	})
+	e := newEnv(t, model, func(c *kernel.Config) {
+		c.Prices = agent.PriceTable{"script:*": {Input: 2_000_000}}
+	})
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Send(ctx, kernel.SendInput{Text: "go", Subscribe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Sub.Close()
+	time.Sleep(60 * time.Millisecond)
+	if err := s.Cancel(ctx, res.RunID); err != nil {
+		t.Fatal(err)
+	}
+	collect(t, res.Sub, res.RunID)
+	// The provider reports its usage only when its call returns, after the
+	// cancel: the session is charged for it all the same.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		list, err := e.k.Sessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list[0].MicroUSD == 2_000_000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session micro_usd = %d, want 2000000 (1M input tokens at $2/M)", list[0].MicroUSD)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

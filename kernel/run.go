@@ -269,6 +269,14 @@ func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
 func (t *turn) Usage(ctx context.Context, u agent.Usage) error {
 	return t.s.do(context.WithoutCancel(ctx), func() {
 		t.r.usage = t.r.usage.Add(u)
+		if t.s.run != t.r {
+			// The run ended (cancelled) before the provider reported this
+			// call's usage: its terminal event is out, but the session is
+			// still charged for it.
+			cost := t.s.k.cfg.Prices.Cost(t.r.provider.Name(), t.r.provider.Model(), u)
+			t.s.commits.addCost(cost)
+			t.s.info.MicroUSD += cost
+		}
 	})
 }
 
