@@ -133,12 +133,16 @@ func (k *Kernel) Close(ctx context.Context) error {
 	}
 	k.sessions = map[string]*Session{}
 	k.mu.Unlock()
-	var errs []error
-	for _, s := range sessions {
-		if err := s.close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close session %s: %w", s.id, err))
-		}
+	errs := make([]error, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Go(func() {
+			if err := s.close(ctx); err != nil {
+				errs[i] = fmt.Errorf("close session %s: %w", s.id, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

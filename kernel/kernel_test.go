@@ -572,16 +572,19 @@ func TestInterruptedRunIsClosedOnOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 4 {
-			t.Fatalf("round %d: log has %d frames, want 4 (three, then one RUN_ERROR)", round, len(got))
+		if len(got) != 5 {
+			t.Fatalf("round %d: log has %d frames, want 5 (three, the open message closed, one RUN_ERROR)", round, len(got))
 		}
-		ev, err := protocol.DecodeEvent(got[3].Data)
+		if end, err := protocol.DecodeEvent(got[3].Data); err != nil || end.EventType() != protocol.TypeTextMessageEnd || end.(*protocol.TextMessageEnd).MessageID != "m1" {
+			t.Errorf("round %d: frame 4 = %s, want TEXT_MESSAGE_END m1", round, got[3].Data)
+		}
+		ev, err := protocol.DecodeEvent(got[4].Data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		re, ok := ev.(*protocol.RunError)
-		if !ok || re.Code != "interrupted" || got[3].Seq != 4 || got[3].Run != "r1" {
-			t.Fatalf("round %d: last frame = %s, want RUN_ERROR interrupted with seq 4 of run r1", round, got[3].Data)
+		if !ok || re.Code != "interrupted" || got[4].Seq != 5 || got[4].Run != "r1" {
+			t.Fatalf("round %d: last frame = %s, want RUN_ERROR interrupted with seq 5 of run r1", round, got[4].Data)
 		}
 		info, err := e.store.Session(ctx, "s1")
 		if err != nil {

@@ -43,6 +43,7 @@ type Session struct {
 	run        *run            // the run in flight, or nil
 	runIDs     map[string]bool // every run id the session has used
 	lastRun    *run            // the most recent run, for shutdown to wait on
+	orphan     openSet         // what the log's open run (info.OpenRun) left open
 }
 
 func newSession(k *Kernel, info store.Session) *Session {
@@ -84,6 +85,9 @@ func (s *Session) load(ctx context.Context) error {
 		if rs, ok := ev.(*protocol.RunStarted); ok {
 			s.runIDs[rs.RunID] = true
 		}
+		if f.Run != "" && f.Run == s.info.OpenRun {
+			s.orphan.apply(ev)
+		}
 		s.head = f.Seq
 		return nil
 	})
@@ -124,8 +128,18 @@ func (s *Session) do(ctx context.Context, fn func()) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	<-done
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-s.exited:
+		// The actor stopped; fn ran only if done was closed first.
+		select {
+		case <-done:
+			return nil
+		default:
+			return ErrSessionClosed
+		}
+	}
 }
 
 // assertActor panics, when Config.DebugActor is set, if the caller is not
@@ -450,7 +464,9 @@ func (s *Session) interrupt(runID, why string) error {
 	s.assertActor()
 	ev := errorTerminal("interrupted", why)
 	ev.Orrery().Result = &protocol.RunResult{}
-	return s.emit(runID, ev)
+	evs := append(s.orphan.closers(), ev)
+	s.orphan = openSet{}
+	return s.emit(runID, evs...)
 }
 
 // fail marks the session broken after its store failed: subscribers end,
@@ -482,7 +498,7 @@ func (s *Session) stopActor() {
 // stops the session's goroutines.
 func (s *Session) close(ctx context.Context) error {
 	var last *run
-	err := s.do(ctx, func() {
+	err := s.do(context.WithoutCancel(ctx), func() {
 		if s.run != nil {
 			s.endRun(s.run, errorTerminal("interrupted", "the server shut down during this run; its output so far is kept: send the prompt again to retry"))
 		}

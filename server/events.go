@@ -44,7 +44,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	s.wg.Add(1)
+	if !s.track() {
+		writeError(w, http.StatusServiceUnavailable, "the server is shutting down: retry in a moment")
+		return
+	}
 	defer s.wg.Done()
 	sw := newSSEWriter(w)
 	if _, err := s.stream(r.Context(), sw, sub, nil); err != nil && !errors.Is(err, context.Canceled) {

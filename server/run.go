@@ -44,7 +44,11 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := res.Sub
 	defer sub.Close()
-	s.wg.Add(1)
+	if !s.track() {
+		sess.Cancel(context.WithoutCancel(r.Context()), res.RunID)
+		writeError(w, http.StatusServiceUnavailable, "the server is shutting down: retry in a moment")
+		return
+	}
 	defer s.wg.Done()
 
 	sw := newSSEWriter(w)

@@ -48,7 +48,22 @@ type Server struct {
 
 	ctx    context.Context // ends every stream when cancelled
 	cancel context.CancelFunc
+
+	mu     sync.Mutex     // guards closed and the start of streams
+	closed bool           // set by Close: no new stream starts
 	wg     sync.WaitGroup // counts streams in progress
+}
+
+// track counts a stream that is starting; it reports false once Close was
+// called, and then the stream must not start.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // New returns a Server with cfg's defaults filled in.
@@ -78,6 +93,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // Close ends every stream in progress and waits for their handlers to
 // return, or for ctx to end.
 func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -94,8 +112,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/run", "/control", "/events", "/healthz":
+	allow := map[string]string{"/run": "POST", "/control": "POST", "/events": "GET, HEAD", "/healthz": "GET, HEAD"}
+	if methods, ok := allow[r.URL.Path]; ok {
+		w.Header().Set("Allow", methods)
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s does not take %s: use POST /run, GET /events, POST /control or GET /healthz", r.URL.Path, r.Method))
 		return
 	}
