@@ -40,6 +40,9 @@ func (h *hub) add(sub *Subscription, initial []Frame) {
 	}
 	h.subs[sub] = struct{}{}
 	if len(initial) > 0 {
+		if sub.tag != "" {
+			initial = tagFrames(initial, sub.tag)
+		}
 		sub.push(initial...)
 	}
 }
@@ -84,8 +87,18 @@ func (h *hub) publish(items []commitItem) {
 		for _, it := range items[start:end] {
 			frames = append(frames, it.frame)
 		}
+		// Each dialect is encoded once per frame and shared: plain frames,
+		// and frames tagged with the session for multi-session transports.
+		var tagged []Frame
 		for sub := range h.subs {
-			if !sub.push(frames...) {
+			batch := frames
+			if sub.tag != "" {
+				if tagged == nil {
+					tagged = tagFrames(frames, sub.tag)
+				}
+				batch = tagged
+			}
+			if !sub.push(batch...) {
 				delete(h.subs, sub)
 			}
 		}
@@ -134,9 +147,17 @@ type Subscription struct {
 	err    error
 	closed bool
 
-	// backlog is the stored range (since, upto] to replay before live frames.
+	// backlog is the stored range (since, head] to replay before live frames.
 	backlog func(ctx context.Context, fn func(Frame) error) error
+	// head is the published head when a resuming subscription attached.
+	head uint64
+	// tag is the session id to add to each frame, or "" for plain frames.
+	tag string
 }
+
+// Head is the seq the subscription's backlog ends at, for a subscription
+// that resumes; 0 for one that starts from a snapshot.
+func (s *Subscription) Head() uint64 { return s.head }
 
 func newSubscription(h *hub, max int) *Subscription {
 	if max <= 0 {

@@ -370,14 +370,35 @@ func (s *Session) Cancel(ctx context.Context, runID string) error {
 	return err
 }
 
+// SubscribeOptions choose where a subscription starts and how its frames
+// are encoded.
+type SubscribeOptions struct {
+	// Since resumes after that seq; nil starts from a seq-0 snapshot.
+	Since *uint64
+	// Tagged adds metadata.orrery.session to every frame, for transports
+	// that carry several sessions (WebSocket, pipe).
+	Tagged bool
+	// Coalesce merges each run of TEXT_MESSAGE_CONTENT of one message, and of
+	// TOOL_CALL_ARGS of one call, in the replayed backlog into one frame.
+	Coalesce bool
+}
+
 // Subscribe returns a subscription to the session's frames. With since nil
 // it starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of the session as
 // it stands (seq 0), then every later frame. With since set it replays the
 // frames after since (Backlog), then continues live, with no gap and no
 // duplicate at the seam.
 func (s *Session) Subscribe(ctx context.Context, since *uint64) (*Subscription, error) {
+	return s.SubscribeWith(ctx, SubscribeOptions{Since: since})
+}
+
+// SubscribeWith is Subscribe with options.
+func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	sub := newSubscription(&s.hub, s.k.cfg.QueueFrames)
-	if since == nil {
+	if opts.Tagged {
+		sub.tag = s.id
+	}
+	if opts.Since == nil {
 		var err error
 		if derr := s.do(ctx, func() {
 			var frames []Frame
@@ -397,20 +418,36 @@ func (s *Session) Subscribe(ctx context.Context, since *uint64) (*Subscription, 
 	if err != nil {
 		return nil, err
 	}
-	if *since > head {
+	if *opts.Since > head {
 		sub.Close()
-		return nil, &SinceError{Session: s.id, Since: *since, Head: head}
+		return nil, &SinceError{Session: s.id, Since: *opts.Since, Head: head}
 	}
-	from := *since
+	from := *opts.Since
+	sub.head = head
 	sub.backlog = func(ctx context.Context, fn func(Frame) error) error {
+		emit := fn
+		if sub.tag != "" {
+			emit = func(f Frame) error {
+				f.Data = TagSession(f.Data, sub.tag)
+				return fn(f)
+			}
+		}
+		var co *coalescer
+		if opts.Coalesce {
+			co = &coalescer{emit: emit}
+			emit = co.add
+		}
 		err := s.k.cfg.Store.Scan(ctx, s.id, from, func(f Frame) error {
 			if f.Seq > head {
 				return errStopScan
 			}
-			return fn(f)
+			return emit(f)
 		})
 		if errors.Is(err, errStopScan) {
-			return nil
+			err = nil
+		}
+		if err == nil && co != nil {
+			err = co.flush()
 		}
 		return err
 	}

@@ -352,11 +352,22 @@ export interface SubagentError {
 }
 
 export type Request =
+  | Hello
   | RunCancel
   | RunSend
+  | SessionAttach
+  | SessionDetach
   | SessionList
   | SessionNew
   | SessionRead;
+
+export interface Hello {
+  t: "hello";
+  id: string;
+  token?: string;
+  client?: string;
+  draws?: string[];
+}
 
 export interface RunCancel {
   t: "run.cancel";
@@ -371,6 +382,20 @@ export interface RunSend {
   session: string;
   input: RunInput;
   target?: "run" | "steer";
+}
+
+export interface SessionAttach {
+  t: "session.attach";
+  id: string;
+  session: string;
+  since?: number;
+  coalesce?: boolean;
+}
+
+export interface SessionDetach {
+  t: "session.detach";
+  id: string;
+  session: string;
 }
 
 export interface SessionList {
@@ -418,6 +443,12 @@ export interface ErrorBody {
 export interface FunctionCall {
   name: string;
   arguments: string;
+}
+
+export interface HelloReply {
+  node: string;
+  version: string;
+  protocol: string;
 }
 
 export interface Interrupt {
@@ -517,6 +548,10 @@ export interface RunResult {
 export interface RunSendReply {
   runId: string;
   target: "run" | "steer";
+}
+
+export interface SessionAttachReply {
+  head: number;
 }
 
 export interface SessionListReply {

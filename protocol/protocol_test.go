@@ -450,6 +450,28 @@ func TestDecodeRunAgentInputRefuses(t *testing.T) {
 	}
 }
 
+func TestCheckDraws(t *testing.T) {
+	tests := []struct {
+		draws []string
+		want  string // "" means accepted
+	}{
+		{nil, ""},
+		{[]string{"thread", "tools"}, ""},
+		{[]string{"thread", "tools", "consent", "unknown-later-element"}, ""},
+		{[]string{"thread"}, `lacks "tools"`},
+		{[]string{"consent"}, `lacks "thread"`},
+	}
+	for _, tt := range tests {
+		err := protocol.CheckDraws("tui", tt.draws)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckDraws(%v) = %v, want nil", tt.draws, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckDraws(%v) = %v, want an error containing %s", tt.draws, err, tt.want)
+		}
+	}
+}
+
 func TestDecodeRequest(t *testing.T) {
 	since := uint64(4)
 	env := func(kind string) protocol.Envelope { return protocol.Envelope{T: kind, ID: "q1"} }
@@ -467,6 +489,12 @@ func TestDecodeRequest(t *testing.T) {
 				Input: protocol.RunInput{Text: "hi", Attachments: []protocol.ContentPart{{Type: "text", Text: "x"}}}}},
 		{`{"t":"run.cancel","id":"q1","session":"s","runId":"r1"}`,
 			&protocol.RunCancel{Envelope: env("run.cancel"), Session: "s", RunID: "r1"}},
+		{`{"t":"hello","id":"q1","token":"tok","client":"web","draws":["thread","tools"]}`,
+			&protocol.Hello{Envelope: env("hello"), Token: "tok", Client: "web", Draws: []string{"thread", "tools"}}},
+		{`{"t":"session.attach","id":"q1","session":"s","since":4,"coalesce":true}`,
+			&protocol.SessionAttach{Envelope: env("session.attach"), Session: "s", Since: &since, Coalesce: true}},
+		{`{"t":"session.detach","id":"q1","session":"s"}`,
+			&protocol.SessionDetach{Envelope: env("session.detach"), Session: "s"}},
 	}
 	var kinds []string
 	for _, tt := range tests {
@@ -504,7 +532,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of hello, run.cancel, run.send"},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},

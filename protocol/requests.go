@@ -109,6 +109,83 @@ type RunCancel struct {
 	RunID   string `json:"runId,omitempty"`
 }
 
+// Hello opens a WebSocket or pipe connection: it authenticates (token) and
+// declares the client (client, draws). It may only be the first request.
+type Hello struct {
+	Envelope
+	Token  string   `json:"token,omitempty"`
+	Client string   `json:"client,omitempty"`
+	Draws  []string `json:"draws,omitempty"`
+}
+
+// HelloReply is the value of a Hello reply.
+type HelloReply struct {
+	Node     string `json:"node"`
+	Version  string `json:"version"`
+	Protocol string `json:"protocol"`
+}
+
+// ProtocolVersion is the version of Orrery's wire protocol a HelloReply names.
+const ProtocolVersion = "orrery/1"
+
+// SessionAttach starts sending a session's frames on this connection,
+// after Since when given (a resume), or from a seq-0 snapshot when not.
+// Coalesce merges runs of text and argument deltas in the replayed part.
+type SessionAttach struct {
+	Envelope
+	Session  string  `json:"session"`
+	Since    *uint64 `json:"since,omitempty"`
+	Coalesce bool    `json:"coalesce,omitempty"`
+}
+
+// SessionAttachReply is the value of a SessionAttach reply: the session's
+// head when it attached.
+type SessionAttachReply struct {
+	Head uint64 `json:"head"`
+}
+
+// SessionDetach stops sending a session's frames on this connection.
+type SessionDetach struct {
+	Envelope
+	Session string `json:"session"`
+}
+
+// Elements a client may declare it draws (hello.draws, GET /events?draws=).
+// A client that declares anything must draw every element of RequiredDraws.
+const (
+	DrawThread    = "thread"    // messages, their streamed text and the user's own
+	DrawReasoning = "reasoning" // reasoning messages
+	DrawTools     = "tools"     // tool calls, their arguments and results
+	DrawSurfaces  = "surfaces"  // surfaces in the shared state
+	DrawConsent   = "consent"   // consent requests, which only such a client may answer
+)
+
+// RequiredDraws are the elements every declaring client must draw.
+var RequiredDraws = []string{DrawThread, DrawTools}
+
+// CheckDraws returns an error naming the first required element draws
+// lacks. An empty declaration is accepted: such a client only watches.
+func CheckDraws(client string, draws []string) error {
+	if len(draws) == 0 {
+		return nil
+	}
+	have := make(map[string]bool, len(draws))
+	for _, d := range draws {
+		have[d] = true
+	}
+	for _, req := range RequiredDraws {
+		if !have[req] {
+			name := client
+			if name == "" {
+				name = "this client"
+			}
+			return fmt.Errorf("%s declares draws %s but lacks %q, which every client must draw (required: %s)",
+				name, strings.Join(draws, ","), req, strings.Join(RequiredDraws, ", "))
+		}
+	}
+	return nil
+}
+
 // Empty is the value of a reply that carries nothing.
 type Empty struct{}
 
@@ -127,11 +204,14 @@ type ErrorBody struct {
 }
 
 var requestKinds = map[string]func() Request{
-	"session.new":  func() Request { return new(SessionNew) },
-	"session.list": func() Request { return new(SessionList) },
-	"session.read": func() Request { return new(SessionRead) },
-	"run.send":     func() Request { return new(RunSend) },
-	"run.cancel":   func() Request { return new(RunCancel) },
+	"session.new":    func() Request { return new(SessionNew) },
+	"session.list":   func() Request { return new(SessionList) },
+	"session.read":   func() Request { return new(SessionRead) },
+	"run.send":       func() Request { return new(RunSend) },
+	"run.cancel":     func() Request { return new(RunCancel) },
+	"hello":          func() Request { return new(Hello) },
+	"session.attach": func() Request { return new(SessionAttach) },
+	"session.detach": func() Request { return new(SessionDetach) },
 }
 
 // RequestKinds returns the request kinds DecodeRequest knows, sorted.

@@ -113,6 +113,8 @@ func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
 			return nil, err
 		}
 		return protocol.Empty{}, nil
+	case *protocol.Hello, *protocol.SessionAttach, *protocol.SessionDetach:
+		return nil, &kernel.RequestError{Msg: req.Head().T + " works only on a connection (GET /ws or a pipe); over HTTP, follow a session with GET /events?session=<id>"}
 	}
 	return nil, &kernel.RequestError{Msg: "request " + req.Head().T + " is not served here"}
 }

@@ -4,19 +4,30 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
 )
 
 // handleEvents serves GET /events?session=ID[&since=N]: the session's whole
 // stream (every prompt, run and notice) as SSE, until the client leaves.
 // since, or the Last-Event-ID header, resumes after that seq; without either
 // the stream starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of seq 0.
-// client and draws declare the client; they are accepted and not yet used.
+// client and draws declare the client: a declaration that lacks a required
+// element is refused. coalesce=1 merges runs of deltas in the replay.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("session")
 	if id == "" {
 		writeError(w, http.StatusBadRequest, "session is missing: call GET /events?session=<id>")
 		return
+	}
+	if draws := q.Get("draws"); draws != "" {
+		if err := protocol.CheckDraws(q.Get("client"), strings.Split(draws, ",")); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	var since *uint64
 	for _, v := range []struct{ name, value string }{
@@ -38,7 +49,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.kernelError(w, err)
 		return
 	}
-	sub, err := sess.Subscribe(r.Context(), since)
+	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{Since: since, Coalesce: q.Get("coalesce") == "1"})
 	if err != nil {
 		s.kernelError(w, err)
 		return

@@ -12,10 +12,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -36,7 +38,24 @@ type Config struct {
 	KeepAlive time.Duration
 	// Logger receives the server's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Tokens are the node tokens that admit requests from off loopback; nil
+	// admits loopback only.
+	Tokens *auth.Store
+	// Node names this kernel in hello replies; "" means the host name.
+	Node string
+	// MaxMessageBytes bounds one WebSocket message or pipe line; 0 means
+	// MaxBodyBytes.
+	MaxMessageBytes int64
+	// PingInterval is how often a WebSocket is pinged; 0 means
+	// DefaultPingInterval, negative turns pings off.
+	PingInterval time.Duration
+	// OriginPatterns are the extra origins a browser WebSocket may come from
+	// (coder/websocket patterns); the server's own host is always allowed.
+	OriginPatterns []string
 }
+
+// DefaultPingInterval is how often a WebSocket is pinged.
+const DefaultPingInterval = 20 * time.Second
 
 // Server serves the HTTP routes. It tracks its own streams, which
 // http.Server.Shutdown does not wait for: Close ends them.
@@ -77,18 +96,39 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = cfg.MaxBodyBytes
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	if cfg.Node == "" {
+		cfg.Node, _ = os.Hostname()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
 	s.mux.HandleFunc("POST /run", s.handleRun)
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request from off loopback needs a
+// valid token, except GET /healthz and GET /ws (which may authenticate with
+// its hello instead).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" {
+		if err := s.cfg.Tokens.Check(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
+			writeError(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Close ends every stream in progress and waits for their handlers to
 // return, or for ctx to end.
@@ -112,7 +152,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
-	allow := map[string]string{"/run": "POST", "/control": "POST", "/events": "GET, HEAD", "/healthz": "GET, HEAD"}
+	allow := map[string]string{"/run": "POST", "/control": "POST", "/events": "GET, HEAD", "/healthz": "GET, HEAD", "/ws": "GET"}
 	if methods, ok := allow[r.URL.Path]; ok {
 		w.Header().Set("Allow", methods)
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s does not take %s: use POST /run, GET /events, POST /control or GET /healthz", r.URL.Path, r.Method))

@@ -138,6 +138,8 @@ var roots = []reflect.Type{
 	reflect.TypeFor[protocol.SessionListReply](),
 	reflect.TypeFor[protocol.SessionReadReply](),
 	reflect.TypeFor[protocol.RunSendReply](),
+	reflect.TypeFor[protocol.HelloReply](),
+	reflect.TypeFor[protocol.SessionAttachReply](),
 	reflect.TypeFor[protocol.Empty](),
 	reflect.TypeFor[protocol.Reply](),
 	reflect.TypeFor[protocol.ErrorBody](),

@@ -1,0 +1,247 @@
+// Package auth decides who may talk to a kernel. A connection from the
+// loopback interface (or a Unix socket) is trusted; any other must present a
+// node token. Tokens are made by `orrery node token create`, kept in the data
+// dir only as SHA-256 hashes, and compared in constant time.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors a caller branches on.
+var (
+	// ErrNoToken means a request that needs a token presented none.
+	ErrNoToken = errors.New("a token is required from this address: send Authorization: Bearer <token>, ?token=, or token in hello; make one with orrery node token create")
+	// ErrBadToken means the token is unknown or revoked.
+	ErrBadToken = errors.New("the token is not valid (unknown or revoked): make a new one with orrery node token create")
+	// ErrUnknownToken means Revoke found no token with that id or name.
+	ErrUnknownToken = errors.New("no such token")
+)
+
+// tokenPrefix starts every token, so a leaked one is easy to recognise.
+const tokenPrefix = "orr_"
+
+// Token describes a token without its secret.
+type Token struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	// Hash is the hex SHA-256 of the whole token.
+	Hash string `json:"hash"`
+}
+
+// Store is the set of tokens in one file. It re-reads the file when it
+// changes, so a token revoked by the CLI stops working on a running server.
+type Store struct {
+	path string
+
+	mu     sync.Mutex // guards tokens and mtime
+	tokens []Token
+	mtime  time.Time
+	size   int64
+}
+
+// Open returns the token store at path (tokens.json in the data dir). A
+// missing file is an empty store.
+func Open(path string) (*Store, error) {
+	s := &Store{path: path}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the file the store keeps its tokens in.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) reloadLocked() error {
+	st, err := os.Stat(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.tokens, s.mtime, s.size = nil, time.Time{}, 0
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	if st.ModTime().Equal(s.mtime) && st.Size() == s.size && s.tokens != nil {
+		return nil
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	var tokens []Token
+	if err := json.Unmarshal(data, &tokens); err != nil {
+		return fmt.Errorf("read tokens %s: %w", s.path, err)
+	}
+	if tokens == nil {
+		tokens = []Token{}
+	}
+	s.tokens, s.mtime, s.size = tokens, st.ModTime(), st.Size()
+	return nil
+}
+
+func (s *Store) saveLocked() error {
+	data, err := json.MarshalIndent(s.tokens, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return fmt.Errorf("save tokens: %w", err)
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save tokens: %w", err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("save tokens: %w", err)
+	}
+	s.mtime = time.Time{} // force a re-read of what was written
+	return s.reloadLocked()
+}
+
+var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+func random(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return enc.EncodeToString(b)
+}
+
+func hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Create makes a token named name and returns it whole. The secret is shown
+// only here: the store keeps its hash.
+func (s *Store) Create(name string) (string, Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
+		return "", Token{}, err
+	}
+	for _, t := range s.tokens {
+		if name != "" && t.Name == name {
+			return "", Token{}, fmt.Errorf("a token named %q exists: revoke it first, or pick another name", name)
+		}
+	}
+	id := random(5)
+	secret := tokenPrefix + id + "_" + random(20)
+	t := Token{ID: id, Name: name, Created: time.Now().UTC().Truncate(time.Second), Hash: hash(secret)}
+	s.tokens = append(s.tokens, t)
+	if err := s.saveLocked(); err != nil {
+		return "", Token{}, err
+	}
+	return secret, t, nil
+}
+
+// List returns the tokens, oldest first, without secrets.
+func (s *Store) List() ([]Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
+		return nil, err
+	}
+	return append([]Token{}, s.tokens...), nil
+}
+
+// Len returns how many tokens exist.
+func (s *Store) Len() (int, error) {
+	list, err := s.List()
+	return len(list), err
+}
+
+// Revoke deletes the token whose id or name is key.
+func (s *Store) Revoke(key string) (Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
+		return Token{}, err
+	}
+	for i, t := range s.tokens {
+		if t.ID == key || (t.Name != "" && t.Name == key) {
+			s.tokens = append(s.tokens[:i], s.tokens[i+1:]...)
+			return t, s.saveLocked()
+		}
+	}
+	return Token{}, fmt.Errorf("revoke %q: %w (list them with orrery node token list)", key, ErrUnknownToken)
+}
+
+// Verify reports whether token is a current token. It compares hashes in
+// constant time against every stored token.
+func (s *Store) Verify(token string) bool {
+	if s == nil || !strings.HasPrefix(token, tokenPrefix) {
+		return false
+	}
+	s.mu.Lock()
+	err := s.reloadLocked()
+	tokens := s.tokens
+	s.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	want := []byte(hash(token))
+	ok := 0
+	for _, t := range tokens {
+		ok |= subtle.ConstantTimeCompare(want, []byte(t.Hash))
+	}
+	return ok == 1
+}
+
+// IsLoopback reports whether remoteAddr (host:port, as in
+// http.Request.RemoteAddr) is on the loopback interface. It looks only at
+// the connection's own address: headers such as X-Forwarded-For are never
+// trusted for this decision.
+func IsLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// RequestToken returns the token an HTTP request presents: the
+// Authorization bearer, else the token query parameter.
+func RequestToken(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return r.URL.Query().Get("token")
+}
+
+// Check decides an HTTP request: nil when it may proceed. A loopback
+// request needs nothing; any other needs a valid token.
+func (s *Store) Check(r *http.Request) error {
+	if IsLoopback(r.RemoteAddr) {
+		return nil
+	}
+	tok := RequestToken(r)
+	if tok == "" {
+		return ErrNoToken
+	}
+	if !s.Verify(tok) {
+		return ErrBadToken
+	}
+	return nil
+}

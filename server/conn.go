@@ -1,0 +1,494 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// transport is one message connection: a WebSocket or a pipe. The
+// protocol over it (conn) is the same: requests in, replies and frames out.
+type transport interface {
+	// read returns the next message. An error wrapping errBadMessage is
+	// answered and the connection goes on; any other ends it.
+	read(ctx context.Context) ([]byte, error)
+	// write sends msgs in one write.
+	write(ctx context.Context, msgs [][]byte) error
+	// close ends the connection, telling the peer why.
+	close(code closeCode, reason string)
+	kind() string
+}
+
+// closeCode is why a connection was closed; WebSocket sends it as the
+// close status.
+type closeCode int
+
+const (
+	closeNormal   closeCode = 1000
+	closeTooBig   closeCode = 1009
+	closeShutdown closeCode = 1001
+	closeAuth     closeCode = 4001 // no token, or a bad one
+	closeRefused  closeCode = 4003 // a refused hello (draws)
+	closeSlow     closeCode = 4008 // the client fell behind: resume from its last seq
+)
+
+// errBadMessage marks a message that is answered with an error reply while
+// the connection stays open.
+var errBadMessage = errors.New("bad message")
+
+// maxOutbox bounds a connection's queue of messages not yet written. A
+// connection that stays full is closed as slow.
+const maxOutbox = 4096
+
+// conn speaks Orrery's request protocol over one transport. One goroutine
+// reads and handles requests, one writes everything queued in one write, and
+// each attached session has a pump that moves its frames to the queue.
+type conn struct {
+	s       *Server
+	t       transport
+	log     *slog.Logger
+	trusted bool // loopback or a Unix socket: no token needed
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+
+	// Owned by the read loop.
+	authed bool
+	seen   bool // a first message was handled
+	client string
+	draws  []string
+
+	out outbox
+
+	mu       sync.Mutex // guards attached
+	attached map[string]*attachment
+	pumps    sync.WaitGroup
+}
+
+type attachment struct {
+	sub    *kernel.Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// closeError ends a connection with a code and a reason.
+type closeError struct {
+	code   closeCode
+	reason string
+}
+
+func (e *closeError) Error() string { return e.reason }
+
+func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed bool) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &conn{
+		s: s, t: t, log: s.log.With("transport", t.kind()), trusted: trusted,
+		ctx: ctx, cancel: cancel, authed: trusted || authed,
+		attached: make(map[string]*attachment),
+	}
+	c.out.init()
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- c.writeLoop() }()
+	go func() {
+		select {
+		case <-s.ctx.Done():
+			cancel(&closeError{closeShutdown, "the server is shutting down: reconnect and attach with since=<last seq>"})
+		case <-ctx.Done():
+		}
+	}()
+
+	err := c.readLoop()
+	cancel(err)
+	c.detachAll()
+	c.out.close()
+	werr := <-writerDone
+	code, reason := closeNormal, ""
+	var ce *closeError
+	if errors.As(context.Cause(ctx), &ce) {
+		code, reason = ce.code, ce.reason
+	} else if errors.As(werr, &ce) {
+		code, reason = ce.code, ce.reason
+	}
+	t.close(code, reason)
+}
+
+func (c *conn) readLoop() error {
+	for {
+		msg, err := c.t.read(c.ctx)
+		if errors.Is(err, errBadMessage) {
+			c.reply("", nil, err)
+			continue
+		}
+		if err != nil {
+			if cause := context.Cause(c.ctx); cause != nil {
+				return cause
+			}
+			return err
+		}
+		if err := c.handle(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// handle answers one message. It returns an error only to end the
+// connection.
+func (c *conn) handle(msg []byte) error {
+	first := !c.seen
+	c.seen = true
+	req, err := protocol.DecodeRequest(msg)
+	if err != nil {
+		c.reply(requestID(msg), nil, err)
+		if !c.authed {
+			return c.refuse(closeAuth, requestID(msg), auth.ErrNoToken)
+		}
+		return nil
+	}
+	id := req.Head().ID
+	if h, ok := req.(*protocol.Hello); ok {
+		if !first {
+			c.reply(id, nil, errors.New("hello may only be the first message on a connection"))
+			return nil
+		}
+		return c.hello(h)
+	}
+	if !c.authed {
+		return c.refuse(closeAuth, id, auth.ErrNoToken)
+	}
+	switch q := req.(type) {
+	case *protocol.SessionAttach:
+		if err := c.attach(q); !errors.Is(err, errAnswered) {
+			c.reply(id, nil, err)
+		}
+	case *protocol.SessionDetach:
+		if err := c.detach(q.Session); err != nil {
+			c.reply(id, nil, err)
+		} else {
+			c.reply(id, protocol.Empty{}, nil)
+		}
+	default:
+		value, err := c.s.Do(c.ctx, req)
+		c.reply(id, value, err)
+	}
+	return nil
+}
+
+func (c *conn) hello(h *protocol.Hello) error {
+	if !c.authed {
+		switch {
+		case h.Token == "":
+			return c.refuse(closeAuth, h.ID, auth.ErrNoToken)
+		case !c.s.cfg.Tokens.Verify(h.Token):
+			return c.refuse(closeAuth, h.ID, auth.ErrBadToken)
+		}
+		c.authed = true
+	}
+	if err := protocol.CheckDraws(h.Client, h.Draws); err != nil {
+		return c.refuse(closeRefused, h.ID, err)
+	}
+	c.client, c.draws = h.Client, h.Draws
+	c.reply(h.ID, protocol.HelloReply{Node: c.s.cfg.Node, Version: orrery.Version, Protocol: protocol.ProtocolVersion}, nil)
+	return nil
+}
+
+// refuse answers id with err, then ends the connection.
+func (c *conn) refuse(code closeCode, id string, err error) error {
+	c.reply(id, nil, err)
+	return &closeError{code, err.Error()}
+}
+
+// reply queues the reply to request id: value on success, err otherwise.
+func (c *conn) reply(id string, value any, err error) {
+	r := protocol.Reply{T: "reply", ReqID: id, OK: err == nil}
+	if err != nil {
+		r.Error = errorSentence(err)
+	} else {
+		if value == nil {
+			value = protocol.Empty{}
+		}
+		data, merr := json.Marshal(value)
+		if merr != nil {
+			r.OK, r.Error = false, "internal error: "+merr.Error()
+		} else {
+			r.Value = data
+		}
+	}
+	data, _ := json.Marshal(r)
+	c.out.push(data)
+}
+
+// errorSentence turns an error into what a client reads in a refusal.
+func errorSentence(err error) string {
+	switch {
+	case errors.Is(err, kernel.ErrUnknownSession):
+		return "unknown session: create it with session.new, or list sessions with session.list"
+	case errors.Is(err, kernel.ErrSessionClosed):
+		return "the session is closed because the server is stopping: retry in a moment"
+	}
+	return err.Error()
+}
+
+// requestID digs the id out of a message that did not decode, so the error
+// reply can name it.
+func requestID(msg []byte) string {
+	var env struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &env) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(env.ID, &id) != nil {
+		return ""
+	}
+	return id
+}
+
+func (c *conn) attach(q *protocol.SessionAttach) error {
+	if q.Session == "" {
+		return &kernel.RequestError{Msg: "session is missing: name the session to attach"}
+	}
+	sess, err := c.s.k.Session(c.ctx, q.Session)
+	if err != nil {
+		return err
+	}
+	// Attaching again restarts the session's stream from the new since.
+	if err := c.detach(q.Session); err != nil && !errors.Is(err, errNotAttached) {
+		return err
+	}
+	sub, err := sess.SubscribeWith(c.ctx, kernel.SubscribeOptions{Since: q.Since, Tagged: true, Coalesce: q.Coalesce})
+	if err != nil {
+		return err
+	}
+	head := sub.Head()
+	if q.Since == nil {
+		head = sess.Head()
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	a := &attachment{sub: sub, cancel: cancel, done: make(chan struct{})}
+	c.mu.Lock()
+	c.attached[q.Session] = a
+	c.mu.Unlock()
+	// The reply goes out before any frame of the session.
+	c.reply(q.ID, protocol.SessionAttachReply{Head: head}, nil)
+	c.pumps.Add(1)
+	go c.pump(ctx, q.Session, a)
+	return errAnswered
+}
+
+// errAnswered tells handle the request was already answered.
+var errAnswered = errors.New("answered")
+
+var errNotAttached = errors.New("not attached")
+
+func (c *conn) detach(session string) error {
+	c.mu.Lock()
+	a, ok := c.attached[session]
+	delete(c.attached, session)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("session %s is not attached on this connection: %w", session, errNotAttached)
+	}
+	a.cancel()
+	<-a.done
+	a.sub.Close()
+	return nil
+}
+
+func (c *conn) detachAll() {
+	c.mu.Lock()
+	list := make([]*attachment, 0, len(c.attached))
+	for _, a := range c.attached {
+		list = append(list, a)
+	}
+	c.attached = map[string]*attachment{}
+	c.mu.Unlock()
+	for _, a := range list {
+		a.cancel()
+		<-a.done
+		a.sub.Close()
+	}
+	c.pumps.Wait()
+}
+
+// pump moves one attached session's frames to the connection's queue: the
+// backlog first, then live frames, in order.
+func (c *conn) pump(ctx context.Context, session string, a *attachment) {
+	defer c.pumps.Done()
+	defer close(a.done)
+	var batch [][]byte
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := c.out.pushWait(ctx, batch...)
+		batch = batch[:0]
+		return err
+	}
+	err := a.sub.Backlog(ctx, func(f kernel.Frame) error {
+		batch = append(batch, append([]byte(nil), f.Data...))
+		if len(batch) >= 256 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	var frames []kernel.Frame
+	for err == nil {
+		select {
+		case <-a.sub.Ready():
+		case <-a.sub.Done():
+		case <-ctx.Done():
+			return
+		}
+		frames = a.sub.Take(frames[:0])
+		for _, f := range frames {
+			batch = append(batch, f.Data)
+		}
+		if err = flush(); err != nil {
+			break
+		}
+		if len(frames) == 0 {
+			select {
+			case <-a.sub.Done():
+				err = a.sub.Err()
+				if err == nil {
+					return
+				}
+			default:
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, kernel.ErrSlow) {
+		c.cancel(&closeError{closeSlow, fmt.Sprintf("too far behind on session %s: reconnect and attach with since=<last seq>", session)})
+		return
+	}
+	c.cancel(&closeError{closeShutdown, fmt.Sprintf("session %s: %v", session, err)})
+}
+
+// writeTimeout bounds one write; a peer that accepts nothing for this long
+// is cut off.
+const writeTimeout = 10 * time.Second
+
+// writeLoop writes everything queued, in one write per batch, until the
+// outbox is closed and drained.
+func (c *conn) writeLoop() error {
+	var msgs [][]byte
+	for {
+		var ok bool
+		msgs, ok = c.out.take(msgs[:0])
+		if len(msgs) > 0 {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
+			err := c.t.write(ctx, msgs)
+			cancel()
+			if err != nil {
+				c.cancel(err)
+				c.out.close()
+				return err
+			}
+		}
+		if !ok {
+			return nil
+		}
+	}
+}
+
+// outbox is a connection's queue of encoded messages. Replies and frames
+// share it, so a connection's output is in one order.
+type outbox struct {
+	mu     sync.Mutex // guards msgs and closed
+	msgs   [][]byte
+	closed bool
+	ready  chan struct{} // signalled when msgs grows or closes
+	space  chan struct{} // signalled when msgs shrinks
+}
+
+func (o *outbox) init() {
+	o.ready = make(chan struct{}, 1)
+	o.space = make(chan struct{}, 1)
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// push queues msgs without waiting (replies are small and few).
+func (o *outbox) push(msgs ...[]byte) {
+	o.mu.Lock()
+	if !o.closed {
+		o.msgs = append(o.msgs, msgs...)
+	}
+	o.mu.Unlock()
+	signal(o.ready)
+}
+
+// pushWait queues msgs once the queue has room, so a slow connection holds
+// frames back in the session's bounded subscription, which drops it when
+// that overflows.
+func (o *outbox) pushWait(ctx context.Context, msgs ...[]byte) error {
+	for {
+		o.mu.Lock()
+		if o.closed {
+			o.mu.Unlock()
+			return context.Canceled
+		}
+		if len(o.msgs) < maxOutbox {
+			o.msgs = append(o.msgs, msgs...)
+			o.mu.Unlock()
+			signal(o.ready)
+			return nil
+		}
+		o.mu.Unlock()
+		select {
+		case <-o.space:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// take waits for messages and appends all of them to dst. It reports false
+// once the outbox is closed and empty.
+func (o *outbox) take(dst [][]byte) ([][]byte, bool) {
+	for {
+		o.mu.Lock()
+		if len(o.msgs) > 0 {
+			dst = append(dst, o.msgs...)
+			clear(o.msgs)
+			o.msgs = o.msgs[:0]
+			o.mu.Unlock()
+			signal(o.space)
+			return dst, true
+		}
+		closed := o.closed
+		o.mu.Unlock()
+		if closed {
+			return dst, false
+		}
+		<-o.ready
+	}
+}
+
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	signal(o.ready)
+	signal(o.space)
+}

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/getorrery/orrery/auth"
+)
+
+// handleWS serves GET /ws: the request protocol over a WebSocket. Each
+// WebSocket message carries one JSON object, or several separated by "\n"
+// when the server writes a batch (split on newlines to read them). A
+// client off loopback authenticates with a token in the upgrade request, or
+// with hello {token} as its first message.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	trusted := auth.IsLoopback(r.RemoteAddr)
+	authed := false
+	if !trusted {
+		if tok := auth.RequestToken(r); tok != "" {
+			if !s.cfg.Tokens.Verify(tok) {
+				writeError(w, http.StatusUnauthorized, auth.ErrBadToken.Error())
+				return
+			}
+			authed = true
+		}
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	if err != nil {
+		s.log.Info("websocket upgrade failed", "err", err)
+		return
+	}
+	c.SetReadLimit(s.cfg.MaxMessageBytes)
+	if !s.track() {
+		c.Close(websocket.StatusGoingAway, "the server is shutting down")
+		return
+	}
+	defer s.wg.Done()
+	t := &wsTransport{c: c, ping: s.cfg.PingInterval}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go t.keepalive(ctx)
+	s.serveConn(ctx, t, trusted, authed)
+}
+
+// wsTransport adapts a coder/websocket connection.
+type wsTransport struct {
+	c    *websocket.Conn
+	ping time.Duration
+	buf  bytes.Buffer // reused by write; only the writer goroutine uses it
+}
+
+func (t *wsTransport) kind() string { return "ws" }
+
+func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
+	typ, data, err := t.c.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, fmt.Errorf("%w: binary messages are not accepted: send each request as JSON text", errBadMessage)
+	}
+	return data, nil
+}
+
+func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
+	t.buf.Reset()
+	for i, m := range msgs {
+		if i > 0 {
+			t.buf.WriteByte('\n')
+		}
+		t.buf.Write(m)
+	}
+	return t.c.Write(ctx, websocket.MessageText, t.buf.Bytes())
+}
+
+func (t *wsTransport) close(code closeCode, reason string) {
+	if len(reason) > 120 { // a close frame's reason is at most 123 bytes
+		reason = reason[:120]
+	}
+	t.c.Close(websocket.StatusCode(code), reason)
+}
+
+// keepalive pings the peer; a peer that does not answer within the interval
+// is disconnected.
+func (t *wsTransport) keepalive(ctx context.Context) {
+	if t.ping <= 0 {
+		return
+	}
+	tick := time.NewTicker(t.ping)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			pctx, cancel := context.WithTimeout(ctx, t.ping)
+			err := t.c.Ping(pctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.c.Close(websocket.StatusPolicyViolation, "no pong: reconnect and attach with since=<last seq>")
+				return
+			}
+		}
+	}
+}
