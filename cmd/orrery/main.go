@@ -60,6 +60,7 @@ type env struct {
 func commands(e *env) map[string]command {
 	return map[string]command{
 		"serve":    &serveCmd{env: e},
+		"node":     &serveCmd{env: e, node: true},
 		"run":      &runCmd{env: e},
 		"sessions": &sessionsCmd{env: e},
 		"version":  &versionCmd{env: e},

@@ -7,25 +7,56 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/server"
 )
 
+// serveCmd is `orrery serve`, and `orrery node` when node is set: the same
+// kernel, but a node listens off loopback and will not start without a
+// token to admit its clients.
 type serveCmd struct {
 	env    *env
+	node   bool
 	common commonFlags
 	listen string
+	pipe   string
 }
 
 func (c *serveCmd) Synopsis() string {
+	if c.node {
+		return "run the kernel for other machines (0.0.0.0:7411, token required); node token create|list|revoke"
+	}
 	return "run the kernel: HTTP on 127.0.0.1:7411, SQLite in the data dir"
 }
 
+func (c *serveCmd) name() string {
+	if c.node {
+		return "node"
+	}
+	return "serve"
+}
+
 func (c *serveCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "serve", "serve [--listen ADDR] [--data DIR] [--model NAME] [--config FILE]")
+	if c.node && len(args) > 0 && args[0] == "token" {
+		return (&tokenCmd{env: c.env}).Run(ctx, args[1:])
+	}
+	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--data DIR] [--model NAME] [--config FILE]"
+	if c.node {
+		usage += "\n       orrery node token create|list|revoke …"
+	}
+	fs := newFlagSet(c.env, c.name(), usage)
 	c.common.register(fs, true)
-	fs.StringVar(&c.listen, "listen", "", "address to listen on (default $ORRERY_LISTEN, then 127.0.0.1:7411); port 0 picks a free one")
+	defaultListen := "$ORRERY_LISTEN, then 127.0.0.1:7411"
+	if c.node {
+		defaultListen = "0.0.0.0:7411"
+	}
+	fs.StringVar(&c.listen, "listen", "", "address to listen on (default "+defaultListen+"); port 0 picks a free one")
+	fs.StringVar(&c.pipe, "pipe", "", "also serve on a Unix socket: NAME makes DATA/NAME.sock, a path (with a /) is used as is")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -33,10 +64,29 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.listen != "" {
+	switch {
+	case c.listen != "":
 		cfg.Server.Listen = c.listen
+	case c.node:
+		cfg.Server.Listen = "0.0.0.0:7411"
 	}
 	log := newLogger(c.env, slog.LevelInfo)
+
+	tokens, err := auth.Open(tokensPath(cfg))
+	if err != nil {
+		return err
+	}
+	if c.node {
+		n, err := tokens.Len()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return &exitCodeError{code: exitError, err: fmt.Errorf(
+				"a node needs a token for its clients and %s has none: run orrery node token create --name NAME --data %s, then start the node again",
+				tokens.Path(), cfg.Store.Data)}
+		}
+	}
 
 	k, err := openKernel(ctx, cfg, log)
 	if err != nil {
@@ -59,14 +109,32 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		KeepAlive:    cfg.Server.KeepAlive.Duration,
 		Logger:       log,
+		Tokens:       tokens,
 	})
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	pipeErr := make(chan error, 1)
+	if c.pipe != "" {
+		path := pipePath(cfg, c.pipe)
+		pl, err := server.ListenPipe(path)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		go func() { pipeErr <- srv.ServePipeListener(ctx, pl) }()
+		fmt.Fprintf(c.env.stdout, "pipe at %s\n", path)
+	}
 
 	modelNote := cfg.Agent.Model
 	if modelNote == "offline" {
 		modelNote = "offline (the built-in model: no API key is configured)"
 	}
 	log.Info("orrery ready", "model", modelNote, "data", cfg.Store.Data, "config", cfg.File)
+	if !c.node && !isLoopbackListen(cfg.Server.Listen) {
+		if n, _ := tokens.Len(); n == 0 {
+			log.Warn("listening off loopback with no token: only this machine can connect; make one with orrery node token create")
+		}
+	}
 	fmt.Fprintf(c.env.stdout, "listening on http://%s\n", ln.Addr())
 
 	errc := make(chan error, 1)
@@ -74,6 +142,10 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-pipeErr:
+		if err != nil {
+			return fmt.Errorf("serve pipe: %w", err)
+		}
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -86,4 +158,27 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		log.Warn("shutdown", "err", err)
 	}
 	return nil
+}
+
+// tokensPath is where the node tokens of a data dir live.
+func tokensPath(cfg config.Config) string { return filepath.Join(cfg.Store.Data, "tokens.json") }
+
+// pipePath resolves --pipe: a bare name is a socket in the data dir.
+func pipePath(cfg config.Config, name string) string {
+	if strings.ContainsRune(name, filepath.Separator) {
+		return name
+	}
+	return filepath.Join(cfg.Store.Data, strings.TrimSuffix(name, ".sock")+".sock")
+}
+
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

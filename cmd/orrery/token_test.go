@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// cli runs the orrery CLI in-process and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+	code := run(context.Background(), e, args)
+	return code, out.String(), errb.String()
+}
+
+func TestNodeTokens(t *testing.T) {
+	data := t.TempDir()
+	if code, _, stderr := cli(t, "node", "--data", data, "--listen", "127.0.0.1:0"); code != exitError || !strings.Contains(stderr, "orrery node token create") {
+		t.Fatalf("node with no token: exit %d, stderr %q; want exit 1 naming orrery node token create", code, stderr)
+	}
+	code, stdout, _ := cli(t, "node", "token", "create", "--name", "laptop", "--json", "--data", data)
+	var created struct{ Token, ID, Name string }
+	if code != exitOK || json.Unmarshal([]byte(stdout), &created) != nil || !strings.HasPrefix(created.Token, "orr_") || created.Name != "laptop" {
+		t.Fatalf("token create --json: exit %d, %q", code, stdout)
+	}
+	if code, _, stderr := cli(t, "node", "token", "create", "--name", "laptop", "--data", data); code != exitError || !strings.Contains(stderr, "exists") {
+		t.Errorf("duplicate name: exit %d, %q; want exit 1 saying it exists", code, stderr)
+	}
+	code, stdout, _ = cli(t, "node", "token", "list", "--json", "--data", data)
+	if code != exitOK || !strings.Contains(stdout, created.ID) || strings.Contains(stdout, created.Token) {
+		t.Errorf("token list --json: exit %d, %q; want the id and never the secret", code, stdout)
+	}
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{[]string{"node", "token"}, exitUsage, "needs a subcommand"},
+		{[]string{"node", "token", "rotate"}, exitUsage, "unknown token subcommand"},
+		{[]string{"node", "token", "revoke", "--data", data}, exitUsage, "needs the token's id or name"},
+		{[]string{"node", "token", "revoke", "nope", "--data", data}, exitError, "no such token"},
+		{[]string{"node", "token", "revoke", "laptop", "--data", data}, exitOK, "revoked"},
+		{[]string{"node", "token", "revoke", created.ID, "--data", data}, exitError, "no such token"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := cli(t, tt.args...)
+		if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
+			t.Errorf("orrery %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), code, stderr, tt.wantCode, tt.wantErr)
+		}
+	}
+}
