@@ -25,6 +25,9 @@ type transport interface {
 	write(ctx context.Context, msgs [][]byte) error
 	// close ends the connection, telling the peer why.
 	close(code closeCode, reason string)
+	// unblock makes a read in progress return, for transports whose read
+	// does not watch its context.
+	unblock()
 	kind() string
 }
 
@@ -95,6 +98,8 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 		attached: make(map[string]*attachment),
 	}
 	c.out.init()
+	stop := context.AfterFunc(ctx, t.unblock)
+	defer stop()
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- c.writeLoop() }()
 	go func() {
@@ -146,10 +151,10 @@ func (c *conn) handle(msg []byte) error {
 	c.seen = true
 	req, err := protocol.DecodeRequest(msg)
 	if err != nil {
-		c.reply(requestID(msg), nil, err)
 		if !c.authed {
 			return c.refuse(closeAuth, requestID(msg), auth.ErrNoToken)
 		}
+		c.reply(requestID(msg), nil, err)
 		return nil
 	}
 	id := req.Head().ID

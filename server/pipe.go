@@ -70,13 +70,7 @@ func (s *Server) ServePipeListener(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			t := newPipeTransport(nc, s.cfg.MaxMessageBytes)
-			cctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				<-cctx.Done()
-				nc.SetReadDeadline(time.Now()) // unblock the reader
-			}()
-			s.serveConn(cctx, t, true, true)
+			s.serveConn(ctx, t, true, true)
 		}()
 	}
 }
@@ -96,6 +90,8 @@ func newPipeTransport(nc net.Conn, max int64) *pipeTransport {
 }
 
 func (t *pipeTransport) kind() string { return "pipe" }
+
+func (t *pipeTransport) unblock() { t.nc.SetReadDeadline(time.Now()) }
 
 // read returns the next non-empty line. A line over the size limit is
 // skipped and answered as a bad message.

@@ -57,6 +57,8 @@ type wsTransport struct {
 
 func (t *wsTransport) kind() string { return "ws" }
 
+func (t *wsTransport) unblock() {} // Read watches its context
+
 func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 	typ, data, err := t.c.Read(ctx)
 	if err != nil {
