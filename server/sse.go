@@ -1,10 +1,11 @@
 package server
 
 import (
-	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/getorrery/orrery/kernel"
@@ -12,14 +13,20 @@ import (
 
 // sseWriter frames kernel frames as Server-Sent Events: an id line with the
 // seq (none for seq 0, which would reset a browser's Last-Event-ID), one
-// data line, a blank line, LF only. Frames are buffered and sent with one
-// Flush per batch.
+// data line, a blank line, LF only. A batch of frames is assembled in a
+// pooled buffer and sent with one Write and one Flush, so an idle stream
+// holds no buffer of its own.
 type sseWriter struct {
-	bw    *bufio.Writer
+	w     http.ResponseWriter
 	rc    *http.ResponseController
-	num   []byte
-	wrote bool // something was written since the last keepalive check
+	buf   *[]byte // the batch being assembled, from bufPool; nil when idle
+	wrote bool    // something was written since the last keepalive check
 }
+
+// maxBatchBytes is the size at which a batch is written before it ends.
+const maxBatchBytes = 256 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
@@ -27,7 +34,7 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{bw: bufio.NewWriterSize(w, 64<<10), rc: http.NewResponseController(w), num: make([]byte, 0, 20)}
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
 // AppendSSE appends f framed as one SSE event to dst.
@@ -43,29 +50,40 @@ func AppendSSE(dst []byte, f kernel.Frame) []byte {
 }
 
 func (w *sseWriter) frame(f kernel.Frame) error {
-	if f.Seq > 0 {
-		w.bw.WriteString("id: ")
-		w.num = strconv.AppendUint(w.num[:0], f.Seq, 10)
-		w.bw.Write(w.num)
-		w.bw.WriteByte('\n')
+	if w.buf == nil {
+		w.buf = bufPool.Get().(*[]byte)
 	}
-	w.bw.WriteString("data: ")
-	w.bw.Write(f.Data)
-	_, err := w.bw.WriteString("\n\n")
+	*w.buf = AppendSSE(*w.buf, f)
 	w.wrote = true
+	if len(*w.buf) >= maxBatchBytes {
+		return w.writeBuf()
+	}
+	return nil
+}
+
+// writeBuf writes the assembled batch and returns the buffer to the pool.
+func (w *sseWriter) writeBuf() error {
+	if w.buf == nil {
+		return nil
+	}
+	_, err := w.w.Write(*w.buf)
+	*w.buf = (*w.buf)[:0]
+	if cap(*w.buf) <= 1<<20 {
+		bufPool.Put(w.buf)
+	}
+	w.buf = nil
 	return err
 }
 
 func (w *sseWriter) keepalive() error {
-	_, err := w.bw.WriteString(": keepalive\n\n")
-	if err != nil {
+	if _, err := io.WriteString(w.w, ": keepalive\n\n"); err != nil {
 		return err
 	}
-	return w.flush()
+	return w.rc.Flush()
 }
 
 func (w *sseWriter) flush() error {
-	if err := w.bw.Flush(); err != nil {
+	if err := w.writeBuf(); err != nil {
 		return err
 	}
 	return w.rc.Flush()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +51,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 type wsTransport struct {
 	c    *websocket.Conn
 	ping time.Duration
-	buf  bytes.Buffer // reused by write; only the writer goroutine uses it
 }
 
 func (t *wsTransport) kind() string { return "ws" }
@@ -70,15 +68,25 @@ func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 	return data, nil
 }
 
+// write sends msgs as one message, newline-separated, assembled in a pooled
+// buffer so an idle connection holds none.
 func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
-	t.buf.Reset()
+	if len(msgs) == 1 {
+		return t.c.Write(ctx, websocket.MessageText, msgs[0])
+	}
+	buf := bufPool.Get().(*[]byte)
 	for i, m := range msgs {
 		if i > 0 {
-			t.buf.WriteByte('\n')
+			*buf = append(*buf, '\n')
 		}
-		t.buf.Write(m)
+		*buf = append(*buf, m...)
 	}
-	return t.c.Write(ctx, websocket.MessageText, t.buf.Bytes())
+	err := t.c.Write(ctx, websocket.MessageText, *buf)
+	*buf = (*buf)[:0]
+	if cap(*buf) <= 1<<20 {
+		bufPool.Put(buf)
+	}
+	return err
 }
 
 func (t *wsTransport) close(code closeCode, reason string) {
