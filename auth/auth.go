@@ -5,6 +5,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -50,10 +51,9 @@ type Token struct {
 type Store struct {
 	path string
 
-	mu     sync.Mutex // guards tokens and mtime
+	mu     sync.Mutex // guards tokens and raw
 	tokens []Token
-	mtime  time.Time
-	size   int64
+	raw    []byte // the file's bytes when tokens were read
 }
 
 // Open returns the token store at path (tokens.json in the data dir). A
@@ -71,21 +71,21 @@ func Open(path string) (*Store, error) {
 // Path returns the file the store keeps its tokens in.
 func (s *Store) Path() string { return s.path }
 
+// reloadLocked re-reads the file. It compares the bytes, not the time and
+// size: a revoke and a create within one timestamp tick can leave both
+// unchanged (and a reused inode number), and a revoked token must stop
+// working at once. The file is small.
 func (s *Store) reloadLocked() error {
-	st, err := os.Stat(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		s.tokens, s.mtime, s.size = nil, time.Time{}, 0
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read tokens: %w", err)
-	}
-	if st.ModTime().Equal(s.mtime) && st.Size() == s.size && s.tokens != nil {
-		return nil
-	}
 	data, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.tokens, s.raw = nil, nil
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("read tokens: %w", err)
+	}
+	if s.tokens != nil && bytes.Equal(data, s.raw) {
+		return nil
 	}
 	var tokens []Token
 	if err := json.Unmarshal(data, &tokens); err != nil {
@@ -94,7 +94,7 @@ func (s *Store) reloadLocked() error {
 	if tokens == nil {
 		tokens = []Token{}
 	}
-	s.tokens, s.mtime, s.size = tokens, st.ModTime(), st.Size()
+	s.tokens, s.raw = tokens, data
 	return nil
 }
 
@@ -113,7 +113,6 @@ func (s *Store) saveLocked() error {
 	if err := os.Rename(tmp, s.path); err != nil {
 		return fmt.Errorf("save tokens: %w", err)
 	}
-	s.mtime = time.Time{} // force a re-read of what was written
 	return s.reloadLocked()
 }
 

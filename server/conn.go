@@ -18,7 +18,7 @@ import (
 // transport is one message connection: a WebSocket or a pipe. The
 // protocol over it (conn) is the same: requests in, replies and frames out.
 type transport interface {
-	// read returns the next message. An error wrapping errBadMessage is
+	// read returns the next message. A *badMessage error is
 	// answered and the connection goes on; any other ends it.
 	read(ctx context.Context) ([]byte, error)
 	// write sends msgs in one write.
@@ -44,9 +44,11 @@ const (
 	closeSlow     closeCode = 4008 // the client fell behind: resume from its last seq
 )
 
-// errBadMessage marks a message that is answered with an error reply while
-// the connection stays open.
-var errBadMessage = errors.New("bad message")
+// badMessage is a message that is answered with an error reply while the
+// connection stays open (once it is authenticated).
+type badMessage struct{ msg string }
+
+func (e *badMessage) Error() string { return e.msg }
 
 // maxOutbox bounds a connection's queue of messages not yet written. A
 // connection that stays full is closed as slow.
@@ -128,7 +130,11 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 func (c *conn) readLoop() error {
 	for {
 		msg, err := c.t.read(c.ctx)
-		if errors.Is(err, errBadMessage) {
+		var bad *badMessage
+		if errors.As(err, &bad) {
+			if !c.authed {
+				return c.refuse(closeAuth, "", auth.ErrNoToken)
+			}
 			c.reply("", nil, err)
 			continue
 		}
@@ -174,7 +180,9 @@ func (c *conn) handle(msg []byte) error {
 			c.reply(id, nil, err)
 		}
 	case *protocol.SessionDetach:
-		if err := c.detach(q.Session); err != nil {
+		if q.Session == "" {
+			c.reply(id, nil, &kernel.RequestError{Msg: "session is missing: name the session to detach"})
+		} else if err := c.detach(q.Session); err != nil {
 			c.reply(id, nil, err)
 		} else {
 			c.reply(id, protocol.Empty{}, nil)
@@ -292,6 +300,8 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 // errAnswered tells handle the request was already answered.
 var errAnswered = errors.New("answered")
 
+// errNotAttached starts the refusal of a detach of a session that is not
+// attached.
 var errNotAttached = errors.New("not attached")
 
 func (c *conn) detach(session string) error {
@@ -300,7 +310,7 @@ func (c *conn) detach(session string) error {
 	delete(c.attached, session)
 	c.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("session %s is not attached on this connection: %w", session, errNotAttached)
+		return fmt.Errorf("%w: session %s is not attached on this connection, so there is nothing to detach (attach it with session.attach)", errNotAttached, session)
 	}
 	a.cancel()
 	<-a.done

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +117,8 @@ func readLine(br *bufio.Reader, max int64) ([]byte, error) {
 	for {
 		part, err := br.ReadSlice('\n')
 		if !tooBig {
-			if int64(len(line)+len(part)) > max {
+			// The newline ending the line does not count against the limit.
+			if int64(len(line)+len(bytes.TrimSuffix(part, []byte("\n")))) > max {
 				tooBig, line = true, nil
 			} else {
 				line = append(line, part...)
@@ -125,7 +127,7 @@ func readLine(br *bufio.Reader, max int64) ([]byte, error) {
 		switch {
 		case err == nil:
 			if tooBig {
-				return nil, fmt.Errorf("%w: the line is over the %d-byte limit: send smaller requests", errBadMessage, max)
+				return nil, &badMessage{fmt.Sprintf("the line is over the %d-byte limit: send smaller requests", max)}
 			}
 			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
@@ -156,7 +158,12 @@ func (t *pipeTransport) close(code closeCode, reason string) {
 		// Tell the peer why, as a last line it can read.
 		t.mu.Lock()
 		t.nc.SetWriteDeadline(time.Now().Add(time.Second))
-		fmt.Fprintf(t.bw, "{\"t\":\"close\",\"code\":%d,\"reason\":%q}\n", code, reason)
+		line, _ := json.Marshal(struct {
+			T      string `json:"t"`
+			Code   int    `json:"code"`
+			Reason string `json:"reason"`
+		}{"close", int(code), reason})
+		t.bw.Write(append(line, '\n'))
 		t.bw.Flush()
 		t.mu.Unlock()
 	}

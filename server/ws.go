@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -63,7 +63,7 @@ func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if typ != websocket.MessageText {
-		return nil, fmt.Errorf("%w: binary messages are not accepted: send each request as JSON text", errBadMessage)
+		return nil, &badMessage{"binary messages are not accepted: send each request as JSON text"}
 	}
 	return data, nil
 }
@@ -90,8 +90,10 @@ func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
 }
 
 func (t *wsTransport) close(code closeCode, reason string) {
-	if len(reason) > 120 { // a close frame's reason is at most 123 bytes
-		reason = reason[:120]
+	// A close frame's reason is at most 123 bytes, and must stay UTF-8.
+	for len(reason) > 120 {
+		_, size := utf8.DecodeLastRuneInString(reason)
+		reason = reason[:len(reason)-size]
 	}
 	t.c.Close(websocket.StatusCode(code), reason)
 }
