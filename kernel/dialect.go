@@ -7,7 +7,23 @@ import (
 	"github.com/getorrery/orrery/protocol"
 )
 
-var orreryMetaKey = []byte(`"metadata":{"orrery":{`)
+var (
+	orreryMetaKey = []byte(`"metadata":{"orrery":{`)
+	rawEventKey   = []byte(`"rawEvent":`)
+)
+
+func tagSlow(data []byte, session string) []byte {
+	ev, err := protocol.DecodeEvent(data)
+	if err != nil {
+		return data
+	}
+	ev.Header().Orrery().Session = session
+	out, err := json.Marshal(ev)
+	if err != nil {
+		return data
+	}
+	return out
+}
 
 // TagSession returns data with "session":"<session>" added to its
 // metadata.orrery, as frames are sent on transports that carry several
@@ -15,8 +31,10 @@ var orreryMetaKey = []byte(`"metadata":{"orrery":{`)
 // returned unchanged.
 func TagSession(data []byte, session string) []byte {
 	i := bytes.Index(data, orreryMetaKey)
-	if i < 0 {
-		return data
+	if i < 0 || bytes.Contains(data[:i], rawEventKey) {
+		// No Orrery metadata where the kernel writes it, or a rawEvent
+		// before it that could hold the same bytes: decode and re-encode.
+		return tagSlow(data, session)
 	}
 	i += len(orreryMetaKey)
 	quoted, _ := json.Marshal(session)

@@ -149,14 +149,15 @@ type Subscription struct {
 
 	// backlog is the stored range (since, head] to replay before live frames.
 	backlog func(ctx context.Context, fn func(Frame) error) error
-	// head is the published head when a resuming subscription attached.
+	// head is the last seq before the subscription's live frames: the head
+	// its backlog ends at, or the seq its snapshot reflects.
 	head uint64
 	// tag is the session id to add to each frame, or "" for plain frames.
 	tag string
 }
 
-// Head is the seq the subscription's backlog ends at, for a subscription
-// that resumes; 0 for one that starts from a snapshot.
+// Head is the last seq before the subscription's live frames: where its
+// backlog ends, or the seq its starting snapshot reflects.
 func (s *Subscription) Head() uint64 { return s.head }
 
 func newSubscription(h *hub, max int) *Subscription {

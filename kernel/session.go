@@ -404,6 +404,7 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 			var frames []Frame
 			frames, err = s.snapshotFrames()
 			if err == nil {
+				sub.head = s.head
 				s.commits.register(sub, frames)
 			}
 		}); derr != nil {

@@ -11,7 +11,9 @@ package protocol
 //go:generate go run ./internal/gen -out .
 
 import (
+	"bytes"
 	"encoding/json"
+	"sort"
 )
 
 // EventType names an AG-UI event. The wire value equals the constant's text.
@@ -113,14 +115,40 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 			Orrery *OrreryMeta `json:"orrery,omitempty"`
 		}{m.Orrery})
 	}
-	out := make(map[string]any, len(m.Extra)+1)
-	for k, v := range m.Extra {
-		out[k] = v
-	}
+	// "orrery" first, then the other keys sorted, so that Orrery's key has
+	// a fixed place in every frame.
+	var b bytes.Buffer
+	b.WriteByte('{')
 	if m.Orrery != nil {
-		out["orrery"] = m.Orrery
+		o, err := json.Marshal(m.Orrery)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(`"orrery":`)
+		b.Write(o)
 	}
-	return json.Marshal(out)
+	keys := make([]string, 0, len(m.Extra))
+	for k := range m.Extra {
+		if k != "orrery" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		v := m.Extra[k]
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // UnmarshalJSON reads the "orrery" key and keeps every other key in Extra.

@@ -282,9 +282,6 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 		return err
 	}
 	head := sub.Head()
-	if q.Since == nil {
-		head = sess.Head()
-	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	a := &attachment{sub: sub, cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()

@@ -4,6 +4,7 @@
 //	orrery serve      run the kernel on 127.0.0.1:7411
 //	orrery run -p …   run one prompt in an embedded kernel
 //	orrery sessions   list sessions
+//	orrery watch ID   follow a session on a running kernel
 //
 // Run "orrery help" or "orrery COMMAND --help" for more.
 package main
@@ -65,6 +66,7 @@ func commands(e *env) map[string]command {
 		"sessions": &sessionsCmd{env: e},
 		"version":  &versionCmd{env: e},
 		"config":   &configCmd{env: e},
+		"watch":    &watchCmd{env: e},
 	}
 }
 

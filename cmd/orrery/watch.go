@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// watchCmd is `orrery watch SESSION`: it follows a session on a running
+// kernel and prints it until interrupted.
+type watchCmd struct {
+	env     *env
+	common  commonFlags
+	since   string
+	json    bool
+	connect string
+	token   string
+}
+
+func (c *watchCmd) Synopsis() string {
+	return "follow a session on a running kernel and print it as it happens"
+}
+
+func (c *watchCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet(c.env, "watch", "watch SESSION [--since N] [--json] [--connect URL|pipe:NAME] [--token T]")
+	c.common.register(fs, false)
+	fs.StringVar(&c.since, "since", "", "resume after this seq; without it the session's history comes first as a snapshot")
+	fs.BoolVar(&c.json, "json", false, "print each frame as one JSON line (AG-UI events, exactly as received)")
+	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default http:// and [server] listen from the config)")
+	fs.StringVar(&c.token, "token", "", "node token, needed for a kernel off loopback")
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	switch len(positional) {
+	case 0:
+		return &usageError{msg: "watch needs a session: orrery watch SESSION (list them with orrery sessions)"}
+	case 1:
+	default:
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q: watch follows one session; run \"orrery watch --help\"", positional[1])}
+	}
+	session := positional[0]
+	var since *uint64
+	if c.since != "" {
+		n, err := strconv.ParseUint(c.since, 10, 64)
+		if err != nil {
+			return &usageError{msg: fmt.Sprintf("--since %q must be a whole number: the last seq received", c.since)}
+		}
+		since = &n
+	}
+	cfg, err := c.common.load(c.env)
+	if err != nil {
+		return err
+	}
+	target := c.connect
+	if target == "" {
+		target = "http://" + dialAddr(cfg.Server.Listen)
+	}
+	log := newLogger(c.env, slog.LevelWarn)
+	cl, err := client.Dial(ctx, target, client.Options{
+		Token: c.token, Client: "orrery watch", DataDir: cfg.Store.Data, Logger: log,
+		Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer cl.Close()
+	stream, err := cl.Attach(ctx, session, since)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer stream.Close()
+
+	p := newPrinter(c.env, c.json)
+	defer p.out.Flush()
+	for {
+		f, err := stream.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: the normal way to stop watching
+			}
+			p.endLine()
+			p.out.Flush()
+			return fmt.Errorf("watch %s: %w", session, err)
+		}
+		if err := p.frame(f); err != nil {
+			return err
+		}
+		if err := p.out.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// parseInterspersed parses args with flags before or after the positional
+// arguments, which it returns.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &exitCodeError{code: exitUsage, err: errors.New("")}
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// dialAddr turns a listen address into one to dial: a wildcard host is
+// this machine's loopback.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// printer renders frames for a person: the prompts, streamed assistant
+// text, reasoning dimmed, tool calls and their results, run starts and
+// ends; errors go to stderr. With json it prints each frame as received.
+type printer struct {
+	out     *bufio.Writer
+	errw    io.Writer
+	json    bool
+	color   bool
+	midLine bool             // the last thing printed did not end its line
+	args    map[string]*call // tool calls whose arguments are streaming
+}
+
+type call struct {
+	name string
+	args strings.Builder
+}
+
+func newPrinter(e *env, asJSON bool) *printer {
+	return &printer{
+		out: bufio.NewWriter(e.stdout), errw: e.stderr, json: asJSON,
+		color: isTerminal(e.stdout) && e.getenv("NO_COLOR") == "",
+		args:  make(map[string]*call),
+	}
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+const (
+	ansiDim   = "\x1b[2m"
+	ansiBold  = "\x1b[1m"
+	ansiReset = "\x1b[0m"
+)
+
+func (p *printer) style(code, s string) string {
+	if !p.color || s == "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// endLine ends a line left open by streamed text.
+func (p *printer) endLine() {
+	if p.midLine {
+		p.out.WriteByte('\n')
+		p.midLine = false
+	}
+}
+
+// line prints one whole line.
+func (p *printer) line(format string, args ...any) {
+	p.endLine()
+	fmt.Fprintf(p.out, format+"\n", args...)
+}
+
+// stream prints streamed text, which may end mid-line.
+func (p *printer) stream(s string) {
+	if s == "" {
+		return
+	}
+	p.out.WriteString(s)
+	p.midLine = !strings.HasSuffix(s, "\n")
+}
+
+// errorf prints a line on stderr, after what stdout holds.
+func (p *printer) errorf(format string, args ...any) {
+	p.endLine()
+	p.out.Flush()
+	fmt.Fprintf(p.errw, format+"\n", args...)
+}
+
+func (p *printer) frame(f client.Frame) error {
+	if p.json {
+		p.out.Write(f.Data)
+		return p.out.WriteByte('\n')
+	}
+	switch e := f.Event.(type) {
+	case *protocol.MessagesSnapshot:
+		for _, m := range e.Messages {
+			p.message(m)
+		}
+	case *protocol.Custom:
+		p.custom(e)
+	case *protocol.RunStarted:
+		p.line("%s", p.style(ansiBold, "── run "+e.RunID+" started"))
+	case *protocol.TextMessageStart:
+		p.endLine()
+	case *protocol.TextMessageContent:
+		p.stream(e.Delta)
+	case *protocol.TextMessageEnd:
+		p.endLine()
+	case *protocol.ReasoningMessageStart:
+		p.endLine()
+		p.stream(p.style(ansiDim, "thinking: "))
+	case *protocol.ReasoningMessageContent:
+		p.stream(p.style(ansiDim, e.Delta))
+	case *protocol.ReasoningMessageEnd:
+		p.endLine()
+	case *protocol.ToolCallStart:
+		p.args[e.ToolCallID] = &call{name: e.ToolCallName}
+	case *protocol.ToolCallArgs:
+		if c := p.args[e.ToolCallID]; c != nil {
+			c.args.WriteString(e.Delta)
+		}
+	case *protocol.ToolCallEnd:
+		if c := p.args[e.ToolCallID]; c != nil {
+			delete(p.args, e.ToolCallID)
+			p.line("→ %s %s", c.name, c.args.String())
+		}
+	case *protocol.ToolCallResult:
+		p.line("← %s", indent(e.Content.String()))
+	case *protocol.RunFinished:
+		p.finished(e)
+	case *protocol.RunError:
+		p.line("%s", p.style(ansiBold, "── run failed"))
+		p.errorf("orrery: run failed (%s): %s", e.Code, e.Message)
+	}
+	return nil
+}
+
+// message prints one message of a MESSAGES_SNAPSHOT.
+func (p *printer) message(m protocol.Message) {
+	switch m.Role {
+	case protocol.RoleUser:
+		p.line("> %s", indent(m.Content.String()))
+	case protocol.RoleReasoning:
+		p.line("%s", p.style(ansiDim, "thinking: "+m.Content.String()))
+	case protocol.RoleTool:
+		p.line("← %s", indent(m.Content.String()))
+	default:
+		if text := m.Content.String(); text != "" {
+			p.line("%s", text)
+		}
+		for _, tc := range m.ToolCalls {
+			p.line("→ %s %s", tc.Function.Name, tc.Function.Arguments)
+		}
+	}
+}
+
+// custom prints Orrery's own events it knows; others are ignored.
+func (p *printer) custom(e *protocol.Custom) {
+	switch e.Name {
+	case client.UserMessageEvent:
+		var um struct {
+			Content protocol.Content `json:"content"`
+			Steer   bool             `json:"steer"`
+		}
+		if json.Unmarshal(e.Value, &um) != nil {
+			return
+		}
+		prefix := "> "
+		if um.Steer {
+			prefix = "> (steer) "
+		}
+		p.line("%s%s", prefix, indent(um.Content.String()))
+	case "orrery.notice":
+		var n struct {
+			Ext   string `json:"ext"`
+			Level string `json:"level"`
+			Text  string `json:"text"`
+		}
+		if json.Unmarshal(e.Value, &n) == nil {
+			p.errorf("notice (%s) %s: %s", n.Level, n.Ext, n.Text)
+		}
+	}
+}
+
+func (p *printer) finished(e *protocol.RunFinished) {
+	what := "finished"
+	if e.Outcome != nil {
+		switch {
+		case e.Outcome.Type == protocol.OutcomeCancelled:
+			what = "cancelled"
+		case len(e.Outcome.PendingToolCallIDs) > 0:
+			what = "finished, waiting for the client's tools " + strings.Join(e.Outcome.PendingToolCallIDs, ", ")
+		}
+	}
+	var res protocol.RunResult
+	if len(e.Result) > 0 && json.Unmarshal(e.Result, &res) == nil {
+		what += fmt.Sprintf(" · %d in, %d out tokens · $%.6f", res.InputTokens, res.OutputTokens, float64(res.MicroUSD)/1e6)
+	}
+	p.line("%s", p.style(ansiBold, "── run "+e.RunID+" "+what))
+}
+
+// indent keeps a multi-line text under its prefix.
+func indent(s string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
