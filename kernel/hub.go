@@ -174,7 +174,9 @@ func (s *Subscription) push(frames ...Frame) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if len(s.queue)+len(frames) > s.max {
+	// A subscriber that has taken everything is never dropped, however
+	// large one commit is; one that is behind and would pass its bound is.
+	if len(s.queue) > 0 && len(s.queue)+len(frames) > s.max {
 		s.mu.Unlock()
 		s.end(ErrSlow)
 		return false

@@ -438,24 +438,33 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 			co = &coalescer{emit: emit}
 			emit = co.add
 		}
-		err := s.k.cfg.Store.Scan(ctx, s.id, from, func(f Frame) error {
-			if f.Seq > head {
-				return errStopScan
+		// Read in pages, so a subscriber that is slow to write its backlog
+		// never holds one of the store's read connections.
+		for at := from; at < head; {
+			frames, err := s.k.cfg.Store.Read(ctx, s.id, at, int(min(backlogPage, head-at)))
+			if err != nil {
+				return err
 			}
-			return emit(f)
-		})
-		if errors.Is(err, errStopScan) {
-			err = nil
+			if len(frames) == 0 {
+				break
+			}
+			for _, f := range frames {
+				if err := emit(f); err != nil {
+					return err
+				}
+			}
+			at = frames[len(frames)-1].Seq
 		}
-		if err == nil && co != nil {
-			err = co.flush()
+		if co != nil {
+			return co.flush()
 		}
-		return err
+		return nil
 	}
 	return sub, nil
 }
 
-var errStopScan = errors.New("stop scan")
+// backlogPage is how many frames a backlog reads from the store at once.
+const backlogPage = 1024
 
 // snapshotFrames encodes the session's state and conversation as seq-0
 // snapshots. Runs on the actor.

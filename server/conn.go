@@ -25,9 +25,9 @@ type transport interface {
 	write(ctx context.Context, msgs [][]byte) error
 	// close ends the connection, telling the peer why.
 	close(code closeCode, reason string)
-	// unblock makes a read in progress return, for transports whose read
-	// does not watch its context.
-	unblock()
+	// interrupt ends a read in progress because the connection must end
+	// for cause (a *closeError says how); it may close the connection.
+	interrupt(cause error)
 	kind() string
 }
 
@@ -36,12 +36,13 @@ type transport interface {
 type closeCode int
 
 const (
-	closeNormal   closeCode = 1000
-	closeTooBig   closeCode = 1009
-	closeShutdown closeCode = 1001
-	closeAuth     closeCode = 4001 // no token, or a bad one
-	closeRefused  closeCode = 4003 // a refused hello (draws)
-	closeSlow     closeCode = 4008 // the client fell behind: resume from its last seq
+	closeNormal    closeCode = 1000
+	closeTooBig    closeCode = 1009
+	closeShutdown  closeCode = 1001
+	closeGoingAway           = closeShutdown
+	closeAuth      closeCode = 4001 // no token, or a bad one
+	closeRefused   closeCode = 4003 // a refused hello (draws)
+	closeSlow      closeCode = 4008 // the client fell behind: resume from its last seq
 )
 
 // badMessage is a message that is answered with an error reply while the
@@ -100,7 +101,7 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 		attached: make(map[string]*attachment),
 	}
 	c.out.init()
-	stop := context.AfterFunc(ctx, t.unblock)
+	stop := context.AfterFunc(ctx, func() { t.interrupt(context.Cause(ctx)) })
 	defer stop()
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- c.writeLoop() }()
@@ -112,11 +113,15 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 		}
 	}()
 
+	// The read loop ends when the peer leaves, when a request ends the
+	// connection (its refusal is queued), or when ctx is cancelled by a pump
+	// or the server (interrupt). Everything queued is written before the
+	// close, so a refusal reaches the peer.
 	err := c.readLoop()
-	cancel(err)
 	c.detachAll()
 	c.out.close()
 	werr := <-writerDone
+	cancel(err)
 	code, reason := closeNormal, ""
 	var ce *closeError
 	if errors.As(context.Cause(ctx), &ce) {
@@ -129,7 +134,9 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 
 func (c *conn) readLoop() error {
 	for {
-		msg, err := c.t.read(c.ctx)
+		// Reads are ended by interrupt, not by the context: a WebSocket
+		// whose read context ends is closed at once, without its close code.
+		msg, err := c.t.read(context.WithoutCancel(c.ctx))
 		var bad *badMessage
 		if errors.As(err, &bad) {
 			if !c.authed {

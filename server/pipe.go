@@ -92,7 +92,8 @@ func newPipeTransport(nc net.Conn, max int64) *pipeTransport {
 
 func (t *pipeTransport) kind() string { return "pipe" }
 
-func (t *pipeTransport) unblock() { t.nc.SetReadDeadline(time.Now()) }
+// interrupt ends the read; close then tells the peer why.
+func (t *pipeTransport) interrupt(error) { t.nc.SetReadDeadline(time.Now()) }
 
 // read returns the next non-empty line. A line over the size limit is
 // skipped and answered as a bad message.

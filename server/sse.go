@@ -66,6 +66,7 @@ func (w *sseWriter) writeBuf() error {
 	if w.buf == nil {
 		return nil
 	}
+	w.deadline()
 	_, err := w.w.Write(*w.buf)
 	*w.buf = (*w.buf)[:0]
 	if cap(*w.buf) <= 1<<20 {
@@ -75,7 +76,14 @@ func (w *sseWriter) writeBuf() error {
 	return err
 }
 
+// deadline bounds the next write: a client that reads nothing for this long
+// is cut off, so a stalled stream cannot hold its handler (or shutdown).
+func (w *sseWriter) deadline() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+}
+
 func (w *sseWriter) keepalive() error {
+	w.deadline()
 	if _, err := io.WriteString(w.w, ": keepalive\n\n"); err != nil {
 		return err
 	}
@@ -86,6 +94,7 @@ func (w *sseWriter) flush() error {
 	if err := w.writeBuf(); err != nil {
 		return err
 	}
+	w.deadline()
 	return w.rc.Flush()
 }
 
@@ -93,6 +102,10 @@ func (w *sseWriter) flush() error {
 // for a frame written, the subscription ends, ctx ends or the server closes.
 // It reports whether stop ended it.
 func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscription, stop func(kernel.Frame) bool) (bool, error) {
+	// Close ends every stream at once, even one blocked writing to a client
+	// that stopped reading.
+	release := context.AfterFunc(s.ctx, func() { _ = w.rc.SetWriteDeadline(time.Unix(1, 0)) })
+	defer release()
 	n := 0
 	stopped := false
 	err := sub.Backlog(ctx, func(f kernel.Frame) error {

@@ -55,7 +55,15 @@ type wsTransport struct {
 
 func (t *wsTransport) kind() string { return "ws" }
 
-func (t *wsTransport) unblock() {} // Read watches its context
+// interrupt closes the WebSocket with the cause's code, which ends the read.
+func (t *wsTransport) interrupt(cause error) {
+	code, reason := closeGoingAway, "closing"
+	var ce *closeError
+	if errors.As(cause, &ce) {
+		code, reason = ce.code, ce.reason
+	}
+	t.close(code, reason)
+}
 
 func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 	typ, data, err := t.c.Read(ctx)
