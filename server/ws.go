@@ -76,25 +76,37 @@ func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
 	return data, nil
 }
 
-// write sends msgs as one message, newline-separated, assembled in a pooled
-// buffer so an idle connection holds none.
+// maxWSMessage bounds how many bytes of a batch go in one WebSocket
+// message; a longer batch is sent as several.
+const maxWSMessage = 256 << 10
+
+// write sends msgs as one message (or a few, for a long batch),
+// newline-separated, assembled in a pooled buffer so an idle connection
+// holds none.
 func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
 	if len(msgs) == 1 {
 		return t.c.Write(ctx, websocket.MessageText, msgs[0])
 	}
 	buf := bufPool.Get().(*[]byte)
-	for i, m := range msgs {
-		if i > 0 {
+	defer func() {
+		*buf = (*buf)[:0]
+		if cap(*buf) <= 1<<20 {
+			bufPool.Put(buf)
+		}
+	}()
+	for _, m := range msgs {
+		if len(*buf) > 0 && len(*buf)+len(m) > maxWSMessage {
+			if err := t.c.Write(ctx, websocket.MessageText, *buf); err != nil {
+				return err
+			}
+			*buf = (*buf)[:0]
+		}
+		if len(*buf) > 0 {
 			*buf = append(*buf, '\n')
 		}
 		*buf = append(*buf, m...)
 	}
-	err := t.c.Write(ctx, websocket.MessageText, *buf)
-	*buf = (*buf)[:0]
-	if cap(*buf) <= 1<<20 {
-		bufPool.Put(buf)
-	}
-	return err
+	return t.c.Write(ctx, websocket.MessageText, *buf)
 }
 
 func (t *wsTransport) close(code closeCode, reason string) {
