@@ -105,13 +105,10 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 	defer stop()
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- c.writeLoop() }()
-	go func() {
-		select {
-		case <-s.ctx.Done():
-			cancel(&closeError{closeShutdown, "the server is shutting down: reconnect and attach with since=<last seq>"})
-		case <-ctx.Done():
-		}
-	}()
+	stopShutdown := context.AfterFunc(s.ctx, func() {
+		cancel(&closeError{closeShutdown, "the server is shutting down: reconnect and attach with since=<last seq>"})
+	})
+	defer stopShutdown()
 
 	// The read loop ends when the peer leaves, when a request ends the
 	// connection (its refusal is queued), or when ctx is cancelled by a pump

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package fanout
+
+import "time"
+
+// processCPU is not measured on this system: CPU figures read 0.
+func processCPU() time.Duration { return 0 }

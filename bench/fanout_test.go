@@ -1,0 +1,203 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/getorrery/orrery/bench/fanout"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// The fan-out benchmarks are run by hand; each takes Warmup+Duration plus
+// the time to attach every subscriber, whatever b.N is:
+//
+//	go test -run='^$' -bench=Fanout -benchtime=1x -timeout=30m ./bench/
+//
+// ORRERY_BENCH_SUBS (default 1000), ORRERY_BENCH_RATE (frames/s, default
+// 1000), ORRERY_BENCH_SECONDS (window, default 10), ORRERY_BENCH_QUIET
+// (seconds to wait for the machine's other processes to go idle) and
+// ORRERY_BENCH_PROFILE (a directory for a CPU profile of each window)
+// change the scenario. The subscribers run in this process and share its
+// two cores with the server: CPU figures are the whole process. See
+// docs/PERFORMANCE.md.
+
+// BenchmarkFanout streams one session's text deltas at cfg.Rate frames/s to
+// cfg.Subs subscribers over SSE (GET /events?since=<head>) and WebSocket
+// (GET /ws, session.attach with since), beside the stdlib ceiling in the
+// same run. Latency runs from the provider emitting the delta (before the
+// kernel sequences, encodes, commits and publishes it) to a subscriber
+// reading its bytes.
+func BenchmarkFanout(b *testing.B) {
+	cfg := fanout.ConfigFromEnv()
+	b.Run("orrery-sse", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "sse")) })
+	b.Run("orrery-ws", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "ws")) })
+	b.Run("ceiling-sse", func(b *testing.B) { fanout.Run(b, cfg, fanout.NewCeilingSSE(b).System()) })
+	b.Run("ceiling-ws", func(b *testing.B) { fanout.Run(b, cfg, fanout.NewCeilingWS(b).System()) })
+}
+
+// BenchmarkFanoutIdle attaches cfg.Subs subscribers to an idle session and
+// reports heap+stack in use per subscriber: in all, the clients' share
+// (the same clients against a server that only holds the connections), and
+// the server's share, the difference.
+func BenchmarkFanoutIdle(b *testing.B) {
+	cfg := fanout.ConfigFromEnv()
+	client := fanout.NewHTTPClient()
+	b.Run("orrery-sse", func(b *testing.B) {
+		r := newRig(b, &feed{})
+		if _, err := r.k.CreateSession(context.Background(), kernel.SessionOptions{ID: "idle"}); err != nil {
+			b.Fatal(err)
+		}
+		park := fanout.NewPark(b, false)
+		fanout.ReportIdle(b, cfg.Subs, park.DialSSE(client), func(ctx context.Context, _ int) (fanout.Conn, error) {
+			return fanout.DialSSE(ctx, client, r.http.URL+"/events?session=idle&since=0", nil)
+		})
+	})
+	b.Run("orrery-ws", func(b *testing.B) {
+		r := newRig(b, &feed{})
+		if _, err := r.k.CreateSession(context.Background(), kernel.SessionOptions{ID: "idle"}); err != nil {
+			b.Fatal(err)
+		}
+		park := fanout.NewPark(b, true)
+		hello := attachRequest("idle", 0)
+		fanout.ReportIdle(b, cfg.Subs, park.DialWS(hello), func(ctx context.Context, _ int) (fanout.Conn, error) {
+			return fanout.DialWS(ctx, wsURL(r.http.URL), fanout.WSOptions{Hello: hello, Ready: attachReply})
+		})
+	})
+	b.Run("ceiling-sse", func(b *testing.B) {
+		c := fanout.NewCeilingSSE(b)
+		park := fanout.NewPark(b, false)
+		fanout.ReportIdle(b, cfg.Subs, park.DialSSE(client), c.System().Dial)
+	})
+	b.Run("ceiling-ws", func(b *testing.B) {
+		c := fanout.NewCeilingWS(b)
+		park := fanout.NewPark(b, true)
+		fanout.ReportIdle(b, cfg.Subs, park.DialWS(nil), c.System().Dial)
+	})
+}
+
+// orreryFanout starts a kernel whose one session "fanout" has a run in
+// flight, streaming a text message whose deltas the benchmark paces.
+func orreryFanout(b *testing.B, transport string) fanout.System {
+	f := &feed{deltas: make(chan string, 4096)}
+	r := newRig(b, f)
+	ctx := context.Background()
+	s, err := r.k.CreateSession(ctx, kernel.SessionOptions{ID: "fanout"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := s.Send(ctx, kernel.SendInput{Text: "go", Subscribe: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The first delta also opens the message. Its seq is the base: delta i
+	// after it gets base+i, since nothing else is logged during the run.
+	f.deltas <- "tok "
+	base := waitForDelta(b, res.Sub)
+	res.Sub.Close()
+	var sent atomic.Uint64
+	b.Cleanup(func() {
+		// Check the mapping held: the run logged nothing but the deltas.
+		want := base + sent.Load()
+		for deadline := time.Now().Add(5 * time.Second); s.Head() < want && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if head := s.Head(); head != want {
+			b.Errorf("head = %d, want %d (base %d + %d deltas): latencies are mismatched", head, want, base, sent.Load())
+		}
+	})
+	publish := func(i uint64, stamp func(uint64)) {
+		stamp(base + i)
+		f.deltas <- "tok "
+		sent.Add(1)
+	}
+	// The probe is one more subscriber, in process: it sees each frame when
+	// the hub publishes it, after the commit and before any network.
+	probe := func(rx *fanout.Receiver, stop <-chan struct{}) {
+		sub, err := s.Subscribe(ctx, &base)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer sub.Close()
+		var frames []kernel.Frame
+		for {
+			select {
+			case <-sub.Ready():
+			case <-stop:
+				return
+			}
+			now := rx.Now()
+			frames = sub.Take(frames[:0])
+			for _, f := range frames {
+				rx.Frame(f.Seq, now)
+			}
+		}
+	}
+	if transport == "ws" {
+		hello := attachRequest("fanout", base)
+		url := wsURL(r.http.URL)
+		return fanout.System{
+			Dial: func(ctx context.Context, _ int) (fanout.Conn, error) {
+				return fanout.DialWS(ctx, url, fanout.WSOptions{Hello: hello, Ready: attachReply})
+			},
+			Publish: publish,
+			Probe:   probe,
+		}
+	}
+	client := fanout.NewHTTPClient()
+	url := r.http.URL + "/events?session=fanout&since=" + strconv.FormatUint(base, 10)
+	return fanout.System{
+		// The handler subscribes before it answers: the headers mean the
+		// subscription is live.
+		Dial: func(ctx context.Context, _ int) (fanout.Conn, error) {
+			return fanout.DialSSE(ctx, client, url, nil)
+		},
+		Publish: publish,
+		Probe:   probe,
+	}
+}
+
+// waitForDelta returns the seq of the first TEXT_MESSAGE_CONTENT sub gets.
+func waitForDelta(b *testing.B, sub *kernel.Subscription) uint64 {
+	b.Helper()
+	timeout := time.After(10 * time.Second)
+	var frames []kernel.Frame
+	for {
+		select {
+		case <-sub.Ready():
+		case <-timeout:
+			b.Fatal("no TEXT_MESSAGE_CONTENT within 10s of the first delta")
+		}
+		frames = sub.Take(frames[:0])
+		for _, f := range frames {
+			if f.Type == string(protocol.TypeTextMessageContent) {
+				return f.Seq
+			}
+		}
+	}
+}
+
+func wsURL(httpURL string) string { return "ws" + strings.TrimPrefix(httpURL, "http") + "/ws" }
+
+func attachRequest(session string, since uint64) []byte {
+	return fmt.Appendf(nil, `{"t":"session.attach","id":"a","session":%q,"since":%d}`, session, since)
+}
+
+// attachReply recognises the reply to attachRequest.
+func attachReply(line []byte) (bool, error) {
+	if !bytes.Contains(line, []byte(`"reqId":"a"`)) {
+		return false, nil
+	}
+	if !bytes.Contains(line, []byte(`"ok":true`)) {
+		return false, errors.New("attach refused: " + string(line))
+	}
+	return true, nil
+}
