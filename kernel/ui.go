@@ -1,0 +1,196 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/wI2L/jsondiff"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
+)
+
+// Names of the CUSTOM events that announce placements, for clients (and
+// headless output) that read events rather than the state document.
+const (
+	PlacedEvent   = "orrery.placed"
+	UnplacedEvent = "orrery.unplaced"
+)
+
+// ShowInput places a surface on the screen, or replaces the one its owner
+// placed under the same id (a new placement moves it).
+type ShowInput struct {
+	ID        string
+	Placement string
+	Title     string
+	Surface   json.RawMessage
+	// Fallback, when set, is what a client that cannot draw Surface shows;
+	// it may use core kinds only.
+	Fallback json.RawMessage
+}
+
+// node is a placed surface as it sits in the state document at
+// /ui/nodes/placed:<owner>:<id>.
+type node struct {
+	Placement string          `json:"placement"`
+	Title     string          `json:"title"`
+	Owner     string          `json:"owner"`
+	Surface   json.RawMessage `json:"surface"`
+	Fallback  json.RawMessage `json:"fallback,omitempty"`
+	Text      string          `json:"text"`
+}
+
+// Placed is the value of an orrery.placed event.
+type Placed struct {
+	ID        string          `json:"id"`
+	Placement string          `json:"placement"`
+	Owner     string          `json:"owner"`
+	Title     string          `json:"title"`
+	Surface   json.RawMessage `json:"surface"`
+	Text      string          `json:"text"`
+}
+
+// Unplaced is the value of an orrery.unplaced event.
+type Unplaced struct {
+	ID    string `json:"id"`
+	Owner string `json:"owner"`
+}
+
+// Show places in.Surface for owner. It is all-or-none: a refusal (a surface
+// that fails its schema, a host-only id, a non-core fallback, an unknown
+// placement) names what failed and changes nothing.
+func (s *Session) Show(ctx context.Context, owner ui.Owner, in ShowInput) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.show(owner, in) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// Hide removes what owner placed under id.
+func (s *Session) Hide(ctx context.Context, owner ui.Owner, id string) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.hide(owner, id) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func refuse(err error) error { return &RequestError{Msg: err.Error()} }
+
+func (s *Session) show(owner ui.Owner, in ShowInput) error {
+	s.assertActor()
+	if _, err := ui.ParseOwner(string(owner)); err != nil {
+		return refuse(err)
+	}
+	if err := ui.CheckID(owner, in.ID); err != nil {
+		return refuse(err)
+	}
+	placement, err := ui.ParsePlacement(in.Placement)
+	if err != nil {
+		return refuse(err)
+	}
+	text, err := ui.Text(in.Surface)
+	if err != nil {
+		return refuse(err)
+	}
+	if len(in.Fallback) > 0 {
+		if err := ui.ValidateFallback(in.Fallback); err != nil {
+			return refuse(err)
+		}
+	}
+	next, err := json.Marshal(node{
+		Placement: string(placement), Title: in.Title, Owner: string(owner),
+		Surface: in.Surface, Fallback: in.Fallback, Text: text,
+	})
+	if err != nil {
+		return fmt.Errorf("encode node: %w", err)
+	}
+	path := ui.NodePath(owner, in.ID)
+	prev, err := s.state.node(ui.NodeID(owner, in.ID))
+	if err != nil {
+		return err
+	}
+	var ops []protocol.PatchOp
+	if prev == nil {
+		ops = []protocol.PatchOp{{Op: "add", Path: path, Value: next}}
+	} else if ops, err = diff(path, prev, next); err != nil {
+		return err
+	}
+	placed, err := json.Marshal(Placed{ID: in.ID, Placement: string(placement), Owner: string(owner), Title: in.Title, Surface: in.Surface, Text: text})
+	if err != nil {
+		return fmt.Errorf("encode placed: %w", err)
+	}
+	evs := []protocol.Event{&protocol.Custom{Name: PlacedEvent, Value: placed}}
+	if len(ops) > 0 {
+		evs = append([]protocol.Event{&protocol.StateDelta{Delta: ops}}, evs...)
+	}
+	return s.emit(s.runID(), evs...)
+}
+
+func (s *Session) hide(owner ui.Owner, id string) error {
+	s.assertActor()
+	prev, err := s.state.node(ui.NodeID(owner, id))
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return &RequestError{Msg: fmt.Sprintf("%s has placed nothing under %q: there is nothing to hide", owner, id)}
+	}
+	unplaced, err := json.Marshal(Unplaced{ID: id, Owner: string(owner)})
+	if err != nil {
+		return err
+	}
+	return s.emit(s.runID(),
+		&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "remove", Path: ui.NodePath(owner, id)}}},
+		&protocol.Custom{Name: UnplacedEvent, Value: unplaced})
+}
+
+// runID is the id of the run in flight, or "". Runs on the actor.
+func (s *Session) runID() string {
+	if s.run != nil {
+		return s.run.id
+	}
+	return ""
+}
+
+// diff returns the minimal add/replace/remove operations that turn prev
+// into next, both at base.
+func diff(base string, prev, next []byte) ([]protocol.PatchOp, error) {
+	patch, err := jsondiff.CompareJSON(prev, next)
+	if err != nil {
+		return nil, fmt.Errorf("diff node: %w", err)
+	}
+	ops := make([]protocol.PatchOp, 0, len(patch))
+	for _, op := range patch {
+		p := protocol.PatchOp{Op: op.Type, Path: base + op.Path}
+		if op.Type != jsondiff.OperationRemove {
+			v, err := json.Marshal(op.Value)
+			if err != nil {
+				return nil, fmt.Errorf("diff node: %w", err)
+			}
+			p.Value = v
+		}
+		switch op.Type {
+		case jsondiff.OperationAdd, jsondiff.OperationReplace, jsondiff.OperationRemove:
+		default:
+			return nil, fmt.Errorf("diff node: unexpected %s operation", op.Type)
+		}
+		ops = append(ops, p)
+	}
+	return ops, nil
+}
+
+// node returns the JSON of the placed node id, or nil when there is none.
+func (s *stateDoc) node(id string) (json.RawMessage, error) {
+	var doc struct {
+		UI struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		} `json:"ui"`
+	}
+	if err := json.Unmarshal(s.doc, &doc); err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	return doc.UI.Nodes[id], nil
+}

@@ -1,0 +1,212 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
+)
+
+// frames returns the session's logged events after since.
+func logged(t *testing.T, s *kernel.Session, since uint64) []protocol.Event {
+	t.Helper()
+	frames, _, err := s.Read(context.Background(), since, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []protocol.Event
+	for _, f := range frames {
+		ev, err := protocol.DecodeEvent(f.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// waitHead waits until the session's published head reaches seq.
+func waitHead(t *testing.T, s *kernel.Session, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Head() < seq {
+		if time.Now().After(deadline) {
+			t.Fatalf("head = %d, want it to reach %d", s.Head(), seq)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func stateOf(t *testing.T, s *kernel.Session) json.RawMessage {
+	t.Helper()
+	sub, err := s.Subscribe(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	<-sub.Ready()
+	ev, err := protocol.DecodeEvent(sub.Take(nil)[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev.(*protocol.StateSnapshot).Snapshot
+}
+
+func TestShowReplaceMoveHide(t *testing.T) {
+	dir := t.TempDir()
+	e := openEnv(t, dir, "offline")
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{ID: "ui"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := json.RawMessage(stateOf(t, s))
+	apply := func(evs []protocol.Event) {
+		for _, ev := range evs {
+			if d, ok := ev.(*protocol.StateDelta); ok {
+				ops, _ := json.Marshal(d.Delta)
+				patch, err := jsonpatch.DecodePatch(ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if doc, err = patch.Apply(doc); err != nil {
+					t.Fatalf("apply %s: %v", ops, err)
+				}
+			}
+		}
+	}
+	owner, _ := ui.ExtOwner("ci")
+	surface := func(v string) json.RawMessage { return json.RawMessage(`{"kind":{"t":"text","value":"` + v + `"}}`) }
+	steps := []struct {
+		name    string
+		do      func() error
+		wantOps string // the STATE_DELTA ops, as "op path" lines
+		wantEv  string // the CUSTOM event name
+	}{
+		{"show", func() error {
+			return s.Show(ctx, owner, kernel.ShowInput{ID: "build", Placement: "pane.right", Title: "CI", Surface: surface("running")})
+		}, "add /ui/nodes/placed:ext:ci:build", kernel.PlacedEvent},
+		{"replace in place", func() error {
+			return s.Show(ctx, owner, kernel.ShowInput{ID: "build", Placement: "pane.right", Title: "CI", Surface: surface("passed")})
+		}, "replace /ui/nodes/placed:ext:ci:build/surface/kind/value\nreplace /ui/nodes/placed:ext:ci:build/text", kernel.PlacedEvent},
+		{"move", func() error {
+			return s.Show(ctx, owner, kernel.ShowInput{ID: "build", Placement: "band", Title: "CI", Surface: surface("passed")})
+		}, "replace /ui/nodes/placed:ext:ci:build/placement", kernel.PlacedEvent},
+		{"hide", func() error { return s.Hide(ctx, owner, "build") }, "remove /ui/nodes/placed:ext:ci:build", kernel.UnplacedEvent},
+	}
+	for _, st := range steps {
+		head := s.Head()
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		waitHead(t, s, head+2)
+		evs := logged(t, s, head)
+		if len(evs) != 2 {
+			t.Fatalf("%s: %d events, want a STATE_DELTA and a CUSTOM", st.name, len(evs))
+		}
+		var lines []string
+		for _, op := range evs[0].(*protocol.StateDelta).Delta {
+			lines = append(lines, op.Op+" "+op.Path)
+		}
+		if got := strings.Join(lines, "\n"); got != st.wantOps {
+			t.Errorf("%s: ops =\n%s\nwant\n%s", st.name, got, st.wantOps)
+		}
+		if c := evs[1].(*protocol.Custom); c.Name != st.wantEv {
+			t.Errorf("%s: event %s, want %s", st.name, c.Name, st.wantEv)
+		}
+		apply(evs)
+		if want := stateOf(t, s); !jsonEq(doc, want) {
+			t.Errorf("%s: applying the deltas gives %s, want the kernel's %s", st.name, doc, want)
+		}
+	}
+	// Placements are session content: a restart keeps them.
+	if err := s.Show(ctx, owner, kernel.ShowInput{ID: "kept", Placement: "footer", Surface: surface("x")}); err != nil {
+		t.Fatal(err)
+	}
+	before := stateOf(t, s)
+	e.close()
+	e2 := openEnv(t, dir, "offline")
+	s2, err := e2.k.Session(ctx, "ui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := stateOf(t, s2); !jsonEq(after, before) || !strings.Contains(string(after), "placed:ext:ci:kept") {
+		t.Errorf("state after restart = %s, want %s", after, before)
+	}
+}
+
+func jsonEq(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+func TestShowRefusals(t *testing.T) {
+	e := newEnv(t, "offline")
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	tests := []struct {
+		name string
+		in   kernel.ShowInput
+		want string
+	}{
+		{"schema failure", kernel.ShowInput{ID: "t", Placement: "band", Surface: json.RawMessage(`{"kind":{"t":"table","columns":["a"],"rows":[[1]]}}`)}, "surface /kind/rows/0/0"},
+		{"host-only id", kernel.ShowInput{ID: "consent", Placement: "band", Surface: text}, "the host's own ids"},
+		{"non-core fallback", kernel.ShowInput{ID: "c", Placement: "band", Surface: text, Fallback: json.RawMessage(`{"kind":{"t":"image","mime":"image/png","data":"","alt":"x"}}`)}, "fallback"},
+		{"unknown placement", kernel.ShowInput{ID: "p", Placement: "sidebar", Surface: text}, "sidebar"},
+		{"unknown kind", kernel.ShowInput{ID: "k", Placement: "band", Surface: json.RawMessage(`{"kind":{"t":"hologram"}}`)}, "hologram"},
+	}
+	head := s.Head()
+	before := stateOf(t, s)
+	for _, tt := range tests {
+		err := s.Show(ctx, ui.OwnerAgent, tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Show() = %v, want a refusal containing %q", tt.name, err, tt.want)
+		}
+	}
+	if err := s.Hide(ctx, ui.OwnerAgent, "nothing"); err == nil || !strings.Contains(err.Error(), "nothing to hide") {
+		t.Errorf("Hide(unknown) = %v, want a refusal", err)
+	}
+	// Another owner's id is another node: hiding it as agent finds nothing.
+	owner, _ := ui.ExtOwner("x")
+	if err := s.Show(ctx, owner, kernel.ShowInput{ID: "mine", Placement: "band", Surface: text}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Hide(ctx, ui.OwnerAgent, "mine"); err == nil {
+		t.Errorf("Hide(another owner's id) = nil, want a refusal")
+	}
+	waitHead(t, s, head+2)
+	time.Sleep(50 * time.Millisecond)
+	if s.Head() != head+2 {
+		t.Errorf("head = %d, want %d: only the one accepted show may log frames", s.Head(), head+2)
+	}
+	// The refusals left the state as it was: removing the one accepted
+	// node gives it back.
+	var after map[string]map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(stateOf(t, s), &after); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := after["ui"]["nodes"]["placed:ext:x:mine"]; !ok || len(after["ui"]["nodes"]) != 1 {
+		t.Fatalf("nodes = %v, want only placed:ext:x:mine", after["ui"]["nodes"])
+	}
+	delete(after["ui"]["nodes"], "placed:ext:x:mine")
+	rest, _ := json.Marshal(after)
+	if !jsonEq(rest, before) {
+		t.Errorf("state without the accepted node = %s, want %s", rest, before)
+	}
+}
