@@ -142,10 +142,14 @@ type Subscription struct {
 	ready chan struct{}
 	done  chan struct{}
 
-	mu     sync.Mutex // guards queue and err
-	queue  []Frame
-	err    error
-	closed bool
+	mu sync.Mutex // guards batches, pending, err and closed
+	// batches are the published batches not yet taken. They are shared
+	// with every other subscriber (read-only), so publishing costs no copy
+	// per subscriber; pending counts their frames.
+	batches [][]Frame
+	pending int
+	err     error
+	closed  bool
 
 	// backlog is the stored range (since, head] to replay before live frames.
 	backlog func(ctx context.Context, fn func(Frame) error) error
@@ -167,7 +171,8 @@ func newSubscription(h *hub, max int) *Subscription {
 	return &Subscription{hub: h, max: max, ready: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// push queues frames; it reports false when the subscription is over.
+// push queues frames, keeping the slice itself (the caller must not change
+// it); it reports false when the subscription is over.
 func (s *Subscription) push(frames ...Frame) bool {
 	s.mu.Lock()
 	if s.closed {
@@ -176,12 +181,13 @@ func (s *Subscription) push(frames ...Frame) bool {
 	}
 	// A subscriber that has taken everything is never dropped, however
 	// large one commit is; one that is behind and would pass its bound is.
-	if len(s.queue) > 0 && len(s.queue)+len(frames) > s.max {
+	if s.pending > 0 && s.pending+len(frames) > s.max {
 		s.mu.Unlock()
 		s.end(ErrSlow)
 		return false
 	}
-	s.queue = append(s.queue, frames...)
+	s.batches = append(s.batches, frames)
+	s.pending += len(frames)
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
@@ -219,9 +225,12 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Take(dst []Frame) []Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dst = append(dst, s.queue...)
-	clear(s.queue)
-	s.queue = s.queue[:0]
+	for _, b := range s.batches {
+		dst = append(dst, b...)
+	}
+	clear(s.batches)
+	s.batches = s.batches[:0]
+	s.pending = 0
 	return dst
 }
 
