@@ -194,3 +194,71 @@ func (s *stateDoc) node(id string) (json.RawMessage, error) {
 	}
 	return doc.UI.Nodes[id], nil
 }
+
+// Move moves the placed node (placed:<owner>:<id>) to placement, for actor:
+// its owner, or ui.OwnerConfig for the person's own layout changes.
+func (s *Session) Move(ctx context.Context, actor ui.Owner, node, placement string) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.move(actor, node, placement) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// HideNode hides the placed node for actor, as Move checks it.
+func (s *Session) HideNode(ctx context.Context, actor ui.Owner, node string) error {
+	var err error
+	if derr := s.do(ctx, func() {
+		owner, id, perr := ui.ParseNodeID(node)
+		if perr != nil {
+			err = refuse(perr)
+			return
+		}
+		if perr := ui.CheckLayout(actor, owner, id); perr != nil {
+			err = refuse(perr)
+			return
+		}
+		err = s.hide(owner, id)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (s *Session) move(actor ui.Owner, nodeID, to string) error {
+	s.assertActor()
+	owner, id, err := ui.ParseNodeID(nodeID)
+	if err != nil {
+		return refuse(err)
+	}
+	if err := ui.CheckLayout(actor, owner, id); err != nil {
+		return refuse(err)
+	}
+	placement, err := ui.ParsePlacement(to)
+	if err != nil {
+		return refuse(err)
+	}
+	prev, err := s.state.node(nodeID)
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return &RequestError{Msg: fmt.Sprintf("nothing is placed as %s: list the nodes in the state's /ui/nodes", nodeID)}
+	}
+	var n node
+	if err := json.Unmarshal(prev, &n); err != nil {
+		return fmt.Errorf("read node %s: %w", nodeID, err)
+	}
+	if n.Placement == string(placement) {
+		return nil
+	}
+	n.Placement = string(placement)
+	value, _ := json.Marshal(n.Placement)
+	placed, err := json.Marshal(Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface, Text: n.Text})
+	if err != nil {
+		return fmt.Errorf("encode placed: %w", err)
+	}
+	return s.emit(s.runID(),
+		&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "replace", Path: ui.NodePath(owner, id) + "/placement", Value: value}}},
+		&protocol.Custom{Name: PlacedEvent, Value: placed})
+}

@@ -210,3 +210,54 @@ func TestShowRefusals(t *testing.T) {
 		t.Errorf("state without the accepted node = %s, want %s", rest, before)
 	}
 }
+
+func TestMoveAndHideForThePerson(t *testing.T) {
+	e := newEnv(t, "offline")
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "todo", Placement: "pane.left", Surface: text}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := ui.ExtOwner("other")
+	tests := []struct {
+		name  string
+		do    func() error
+		want  string // "" means accepted
+		place string // the node's placement after, "" means gone
+	}{
+		{"a foreign owner may not move it", func() error { return s.Move(ctx, other, "placed:agent:todo", "band") }, "agent placed it", "pane.left"},
+		{"a bad node id", func() error { return s.Move(ctx, ui.OwnerConfig, "agent:todo", "band") }, "not a placed node", "pane.left"},
+		{"an unknown placement", func() error { return s.Move(ctx, ui.OwnerConfig, "placed:agent:todo", "sidebar") }, "sidebar", "pane.left"},
+		{"nothing placed there", func() error { return s.Move(ctx, ui.OwnerConfig, "placed:agent:nope", "band") }, "nothing is placed", "pane.left"},
+		{"the person moves it", func() error { return s.Move(ctx, ui.OwnerConfig, "placed:agent:todo", "band") }, "", "band"},
+		{"the owner moves it back", func() error { return s.Move(ctx, ui.OwnerAgent, "placed:agent:todo", "footer") }, "", "footer"},
+		{"a foreign owner may not hide it", func() error { return s.HideNode(ctx, other, "placed:agent:todo") }, "agent placed it", "footer"},
+		{"the person hides it", func() error { return s.HideNode(ctx, ui.OwnerConfig, "placed:agent:todo") }, "", ""},
+	}
+	for _, tt := range tests {
+		err := tt.do()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Fatalf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Fatalf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
+		}
+		var doc struct {
+			UI struct {
+				Nodes map[string]struct {
+					Placement string `json:"placement"`
+				} `json:"nodes"`
+			} `json:"ui"`
+		}
+		if err := json.Unmarshal(stateOf(t, s), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := doc.UI.Nodes["placed:agent:todo"].Placement; got != tt.place {
+			t.Errorf("%s: placement = %q, want %q", tt.name, got, tt.place)
+		}
+	}
+}

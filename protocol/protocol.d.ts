@@ -359,7 +359,9 @@ export type Request =
   | SessionDetach
   | SessionList
   | SessionNew
-  | SessionRead;
+  | SessionRead
+  | UIHide
+  | UIMove;
 
 export interface Hello {
   t: "hello";
@@ -417,6 +419,21 @@ export interface SessionRead {
   session: string;
   since?: number;
   limit?: number;
+}
+
+export interface UIHide {
+  t: "ui.hide";
+  id: string;
+  session: string;
+  node: string;
+}
+
+export interface UIMove {
+  t: "ui.move";
+  id: string;
+  session: string;
+  node: string;
+  placement: string;
 }
 
 export type Content = string | ContentPart[] | Record<string, unknown>;

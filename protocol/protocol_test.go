@@ -495,6 +495,10 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.SessionAttach{Envelope: env("session.attach"), Session: "s", Since: &since, Coalesce: true}},
 		{`{"t":"session.detach","id":"q1","session":"s"}`,
 			&protocol.SessionDetach{Envelope: env("session.detach"), Session: "s"}},
+		{`{"t":"ui.move","id":"q1","session":"s","node":"placed:agent:todo","placement":"band"}`,
+			&protocol.UIMove{Envelope: env("ui.move"), Session: "s", Node: "placed:agent:todo", Placement: "band"}},
+		{`{"t":"ui.hide","id":"q1","session":"s","node":"placed:agent:todo"}`,
+			&protocol.UIHide{Envelope: env("ui.hide"), Session: "s", Node: "placed:agent:todo"}},
 	}
 	var kinds []string
 	for _, tt := range tests {

@@ -150,6 +150,22 @@ type SessionDetach struct {
 	Session string `json:"session"`
 }
 
+// UIMove is the person moving a placed node to another placement. Node is
+// the node's id, placed:<owner>:<id> (the request's own id is its id).
+type UIMove struct {
+	Envelope
+	Session   string `json:"session"`
+	Node      string `json:"node"`
+	Placement string `json:"placement"`
+}
+
+// UIHide is the person hiding a placed node, placed:<owner>:<id>.
+type UIHide struct {
+	Envelope
+	Session string `json:"session"`
+	Node    string `json:"node"`
+}
+
 // Elements a client may declare it draws (hello.draws, GET /events?draws=).
 // A client that declares anything must draw every element of RequiredDraws.
 const (
@@ -212,6 +228,8 @@ var requestKinds = map[string]func() Request{
 	"hello":          func() Request { return new(Hello) },
 	"session.attach": func() Request { return new(SessionAttach) },
 	"session.detach": func() Request { return new(SessionDetach) },
+	"ui.move":        func() Request { return new(UIMove) },
+	"ui.hide":        func() Request { return new(UIHide) },
 }
 
 // RequestKinds returns the request kinds DecodeRequest knows, sorted.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
 )
 
 // Limits of session.read.
@@ -34,6 +35,14 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, value)
+}
+
+// sessionFor returns the session a request names, refusing an empty name.
+func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, error) {
+	if id == "" {
+		return nil, &kernel.RequestError{Msg: "session is missing: name the session"}
+	}
+	return s.k.Session(ctx, id)
 }
 
 // Do carries out one request and returns its reply value. Its errors are
@@ -110,6 +119,25 @@ func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
 			return nil, err
 		}
 		if err := sess.Cancel(ctx, q.RunID); err != nil {
+			return nil, err
+		}
+		return protocol.Empty{}, nil
+	case *protocol.UIMove:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		// The person's own layout change: they act with config's rights.
+		if err := sess.Move(ctx, ui.OwnerConfig, q.Node, q.Placement); err != nil {
+			return nil, err
+		}
+		return protocol.Empty{}, nil
+	case *protocol.UIHide:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := sess.HideNode(ctx, ui.OwnerConfig, q.Node); err != nil {
 			return nil, err
 		}
 		return protocol.Empty{}, nil
