@@ -466,6 +466,21 @@ func startKernel(t *testing.T, sc scenario) string {
 		}
 		model = "script:" + path
 	}
+	url, _ := serveKernel(t, dir, model)
+	return url
+}
+
+// startKernelWith starts a kernel on the offline model and returns the
+// server's URL and the kernel, for tests that act on it directly.
+func startKernelWith(t *testing.T) (string, *kernel.Kernel) {
+	t.Helper()
+	return serveKernel(t, t.TempDir(), models.Default)
+}
+
+// serveKernel starts a kernel with model on a SQLite file in dir behind a
+// real listener. Cleanup shuts it all down and checks each step.
+func serveKernel(t *testing.T, dir, model string) (string, *kernel.Kernel) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
@@ -506,7 +521,7 @@ func startKernel(t *testing.T, sc scenario) string {
 		}
 		ts.Close()
 	})
-	return ts.URL
+	return ts.URL, k
 }
 
 // runNode runs agui.mjs for one scenario and returns its result line.

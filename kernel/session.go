@@ -44,6 +44,9 @@ type Session struct {
 	runIDs     map[string]bool // every run id the session has used
 	lastRun    *run            // the most recent run, for shutdown to wait on
 	orphan     openSet         // what the log's open run (info.OpenRun) left open
+	// snapshotted is whether the log holds a STATE_SNAPSHOT, the baseline a
+	// client replaying from seq 1 applies later STATE_DELTAs to.
+	snapshotted bool
 }
 
 func newSession(k *Kernel, info store.Session) *Session {
@@ -80,6 +83,9 @@ func (s *Session) load(ctx context.Context) error {
 		}
 		if next, err := s.state.check(ev); err == nil && next != nil {
 			s.state.doc = bytes.Clone(next)
+		}
+		if ev.EventType() == protocol.TypeStateSnapshot {
+			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
 		if rs, ok := ev.(*protocol.RunStarted); ok {
@@ -188,6 +194,9 @@ func (s *Session) emit(runID string, events ...protocol.Event) error {
 		s.head++
 		if next != nil {
 			s.state.doc = next
+		}
+		if h.Type == protocol.TypeStateSnapshot {
+			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
 		if s.run != nil {

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,10 +123,16 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	if err != nil {
 		return fmt.Errorf("encode placed: %w", err)
 	}
-	evs := []protocol.Event{&protocol.Custom{Name: PlacedEvent, Value: placed}}
-	if len(ops) > 0 {
-		evs = append([]protocol.Event{&protocol.StateDelta{Delta: ops}}, evs...)
+	var evs []protocol.Event
+	if !s.snapshotted {
+		// A client replaying this session from seq 1 needs a baseline for
+		// the delta: the state as it stands (no run has sent one yet).
+		evs = append(evs, &protocol.StateSnapshot{Snapshot: bytes.Clone(s.state.JSON())})
 	}
+	if len(ops) > 0 {
+		evs = append(evs, &protocol.StateDelta{Delta: ops})
+	}
+	evs = append(evs, &protocol.Custom{Name: PlacedEvent, Value: placed})
 	return s.emit(s.runID(), evs...)
 }
 

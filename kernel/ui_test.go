@@ -70,6 +70,9 @@ func TestShowReplaceMoveHide(t *testing.T) {
 	doc := json.RawMessage(stateOf(t, s))
 	apply := func(evs []protocol.Event) {
 		for _, ev := range evs {
+			if snap, ok := ev.(*protocol.StateSnapshot); ok {
+				doc = snap.Snapshot
+			}
 			if d, ok := ev.(*protocol.StateDelta); ok {
 				ops, _ := json.Marshal(d.Delta)
 				patch, err := jsonpatch.DecodePatch(ops)
@@ -106,10 +109,21 @@ func TestShowReplaceMoveHide(t *testing.T) {
 		if err := st.do(); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
-		waitHead(t, s, head+2)
+		want := uint64(2)
+		if st.name == "show" {
+			want = 3 // the session's first state change brings its baseline
+		}
+		waitHead(t, s, head+want)
 		evs := logged(t, s, head)
-		if len(evs) != 2 {
-			t.Fatalf("%s: %d events, want a STATE_DELTA and a CUSTOM", st.name, len(evs))
+		if uint64(len(evs)) != want {
+			t.Fatalf("%s: %d events, want %d", st.name, len(evs), want)
+		}
+		if want == 3 {
+			if _, ok := evs[0].(*protocol.StateSnapshot); !ok {
+				t.Fatalf("%s: first event %s, want a STATE_SNAPSHOT baseline", st.name, evs[0].EventType())
+			}
+			apply(evs[:1])
+			evs = evs[1:]
 		}
 		var lines []string
 		for _, op := range evs[0].(*protocol.StateDelta).Delta {
@@ -190,10 +204,11 @@ func TestShowRefusals(t *testing.T) {
 	if err := s.Hide(ctx, ui.OwnerAgent, "mine"); err == nil {
 		t.Errorf("Hide(another owner's id) = nil, want a refusal")
 	}
-	waitHead(t, s, head+2)
+	// The one accepted show logs the baseline snapshot, its delta and its event.
+	waitHead(t, s, head+3)
 	time.Sleep(50 * time.Millisecond)
-	if s.Head() != head+2 {
-		t.Errorf("head = %d, want %d: only the one accepted show may log frames", s.Head(), head+2)
+	if s.Head() != head+3 {
+		t.Errorf("head = %d, want %d: only the one accepted show may log frames", s.Head(), head+3)
 	}
 	// The refusals left the state as it was: removing the one accepted
 	// node gives it back.
