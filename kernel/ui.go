@@ -32,14 +32,16 @@ type ShowInput struct {
 }
 
 // node is a placed surface as it sits in the state document at
-// /ui/nodes/placed:<owner>:<id>.
+// /ui/nodes/placed:<owner>:<id>. Its text form is not in it: the text is
+// worked out from the surface (ui.Text, the same everywhere) and sent with
+// orrery.placed, never stored, so an update's delta stays as small as the
+// change.
 type node struct {
 	Placement string          `json:"placement"`
 	Title     string          `json:"title"`
 	Owner     string          `json:"owner"`
 	Surface   json.RawMessage `json:"surface"`
 	Fallback  json.RawMessage `json:"fallback,omitempty"`
-	Text      string          `json:"text"`
 }
 
 // Placed is the value of an orrery.placed event.
@@ -103,7 +105,7 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	}
 	next, err := json.Marshal(node{
 		Placement: string(placement), Title: in.Title, Owner: string(owner),
-		Surface: in.Surface, Fallback: in.Fallback, Text: text,
+		Surface: in.Surface, Fallback: in.Fallback,
 	})
 	if err != nil {
 		return fmt.Errorf("encode node: %w", err)
@@ -261,7 +263,11 @@ func (s *Session) move(actor ui.Owner, nodeID, to string) error {
 	}
 	n.Placement = string(placement)
 	value, _ := json.Marshal(n.Placement)
-	placed, err := json.Marshal(Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface, Text: n.Text})
+	text, err := ui.Text(n.Surface)
+	if err != nil {
+		return fmt.Errorf("text of %s: %w", nodeID, err)
+	}
+	placed, err := json.Marshal(Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface, Text: text})
 	if err != nil {
 		return fmt.Errorf("encode placed: %w", err)
 	}

@@ -98,7 +98,7 @@ func TestShowReplaceMoveHide(t *testing.T) {
 		}, "add /ui/nodes/placed:ext:ci:build", kernel.PlacedEvent},
 		{"replace in place", func() error {
 			return s.Show(ctx, owner, kernel.ShowInput{ID: "build", Placement: "pane.right", Title: "CI", Surface: surface("passed")})
-		}, "replace /ui/nodes/placed:ext:ci:build/surface/kind/value\nreplace /ui/nodes/placed:ext:ci:build/text", kernel.PlacedEvent},
+		}, "replace /ui/nodes/placed:ext:ci:build/surface/kind/value", kernel.PlacedEvent},
 		{"move", func() error {
 			return s.Show(ctx, owner, kernel.ShowInput{ID: "build", Placement: "band", Title: "CI", Surface: surface("passed")})
 		}, "replace /ui/nodes/placed:ext:ci:build/placement", kernel.PlacedEvent},
