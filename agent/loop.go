@@ -24,6 +24,67 @@ type Loop struct {
 	ClientTools []protocol.Tool
 	// MaxSteps bounds the model calls; 0 means DefaultMaxSteps.
 	MaxSteps int
+	// Searchable are tools kept out of every request: the model finds them
+	// with the tools.search tool, and a tool found is callable from the
+	// next step on.
+	Searchable *tool.Set
+
+	found map[string]bool // searchable tools found in this run
+}
+
+// SearchTool is the name of the tool that finds searchable tools.
+const SearchTool = "tools.search"
+
+func searchSpec() tool.Spec {
+	return tool.Spec{
+		Name:        SearchTool,
+		Description: "Finds tools that are not listed by default (for example ui.show, to put a surface on the person's screen). Give words for what you want to do; the tools found can be called from the next step on.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing the tool you need; empty lists every searchable tool"}},"additionalProperties":false}`),
+	}
+}
+
+// search answers a tools.search call: the searchable tools whose name or
+// description has every word of the query, with their full specs.
+func (l *Loop) search(args string) tool.Result {
+	var q struct {
+		Query string `json:"query"`
+	}
+	if err := json.Unmarshal(argsOrEmpty(args), &q); err != nil {
+		return tool.Result{Text: `tools.search needs arguments {"query": "…"}: ` + err.Error(), Error: true}
+	}
+	words := strings.Fields(strings.ToLower(q.Query))
+	type found struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	var out []found
+	for _, spec := range l.Searchable.Specs() {
+		hay := strings.ToLower(spec.Name + " " + spec.Description)
+		match := true
+		for _, w := range words {
+			if !strings.Contains(hay, w) {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, found{spec.Name, spec.Description, spec.Parameters})
+			if l.found == nil {
+				l.found = make(map[string]bool)
+			}
+			l.found[spec.Name] = true
+		}
+	}
+	if len(out) == 0 {
+		names := make([]string, 0)
+		for _, spec := range l.Searchable.Specs() {
+			names = append(names, spec.Name)
+		}
+		return tool.Result{Text: fmt.Sprintf("no tool matches %q; the searchable tools are: %s", q.Query, strings.Join(names, ", "))}
+	}
+	data, _ := json.Marshal(map[string]any{"tools": out})
+	return tool.Result{Text: string(data)}
 }
 
 // Run runs model steps until the model answers without calling a tool, a
@@ -34,8 +95,8 @@ func (l *Loop) Run(ctx context.Context, t Turn) Result {
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
 	}
-	specs := l.specs()
 	for step := 0; step < maxSteps; step++ {
+		specs := l.specs()
 		msgs, err := t.Messages(ctx)
 		if err != nil {
 			return Result{Err: err}
@@ -72,6 +133,14 @@ func (l *Loop) Run(ctx context.Context, t Turn) Result {
 
 func (l *Loop) specs() []tool.Spec {
 	specs := l.Tools.Specs()
+	if len(l.Searchable.Specs()) > 0 {
+		specs = append(specs, searchSpec())
+		for _, spec := range l.Searchable.Specs() {
+			if l.found[spec.Name] {
+				specs = append(specs, spec)
+			}
+		}
+	}
 	for _, ct := range l.ClientTools {
 		specs = append(specs, tool.Spec{Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters})
 	}
@@ -97,7 +166,13 @@ func (l *Loop) runTools(ctx context.Context, t Turn, calls []*call) ([]string, e
 			continue
 		}
 		var res tool.Result
-		if tl, ok := l.Tools.Lookup(c.name); ok {
+		tl, ok := l.Tools.Lookup(c.name)
+		if !ok {
+			tl, ok = l.Searchable.Lookup(c.name)
+		}
+		if c.name == SearchTool && l.Searchable != nil {
+			res = l.search(c.args.String())
+		} else if ok {
 			var err error
 			res, err = tl.Call(ctx, argsOrEmpty(c.args.String()))
 			if err != nil {
