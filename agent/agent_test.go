@@ -263,3 +263,27 @@ func TestPriceTable(t *testing.T) {
 		}
 	}
 }
+
+func TestOfflineShowsASurface(t *testing.T) {
+	r := run(t, offline.New(), tool.Builtins(), 0, "show me a table")
+	if _, ok := r.terminal.(*protocol.RunFinished); !ok {
+		t.Fatalf("terminal = %#v, want RUN_FINISHED", r.terminal)
+	}
+	var calls, placed []string
+	for _, ev := range r.events {
+		switch e := ev.(type) {
+		case *protocol.ToolCallStart:
+			calls = append(calls, e.ToolCallName)
+		case *protocol.Custom:
+			if e.Name == "orrery.placed" {
+				placed = append(placed, string(e.Value))
+			}
+		}
+	}
+	if strings.Join(calls, ",") != "tools.search,ui.show" {
+		t.Errorf("calls = %v, want tools.search then ui.show", calls)
+	}
+	if len(placed) != 1 || !strings.Contains(placed[0], `"id":"offline-demo"`) || !strings.Contains(placed[0], "table") {
+		t.Errorf("orrery.placed = %v, want the offline demo table", placed)
+	}
+}

@@ -53,3 +53,32 @@ func TestNodeTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestRunHeadlessPlacement: orrery run prints no placement, and with --json
+// the placement arrives as an orrery.placed frame.
+func TestRunHeadlessPlacement(t *testing.T) {
+	data := t.TempDir()
+	code, stdout, stderr := cli(t, "run", "-p", "show me a table", "--data", data)
+	if code != exitOK || strings.Contains(stdout, "orrery.placed") || strings.Contains(stdout, `"kind"`) {
+		t.Errorf("run: exit %d, stdout %q, stderr %q; want the answer's text and no placement", code, stdout, stderr)
+	}
+	code, stdout, _ = cli(t, "run", "--json", "-p", "show me a table", "--data", data)
+	var placed []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var f map[string]any
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatalf("run --json printed %q: %v", line, err)
+		}
+		if f["type"] == "CUSTOM" && f["name"] == "orrery.placed" {
+			placed = append(placed, f["value"].(map[string]any))
+		}
+	}
+	if code != exitOK || len(placed) != 1 {
+		t.Fatalf("run --json: exit %d, %d orrery.placed frames, want 1", code, len(placed))
+	}
+	for _, key := range []string{"id", "placement", "owner", "surface", "text"} {
+		if _, ok := placed[0][key]; !ok {
+			t.Errorf("orrery.placed value %v lacks %s", placed[0], key)
+		}
+	}
+}

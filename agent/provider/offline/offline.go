@@ -81,6 +81,9 @@ func (m *Model) plan(req agent.Request) plan {
 	}
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == protocol.RoleTool {
+		if p, ok := planShow(req); ok {
+			return p
+		}
 		return planToolReport(req.Messages)
 	}
 	prompt := strings.TrimSpace(lastUserText(req.Messages))
@@ -113,6 +116,10 @@ func planCalls(prompt string, req agent.Request) []plannedCall {
 		words[w] = true
 	}
 	var calls []plannedCall
+	if (words["show"] || words["display"]) && offered(req, "tools.search") && !offered(req, "ui.show") {
+		// ui.show is not in every request: find it first.
+		return []plannedCall{{name: "tools.search", args: `{"query":"show surface"}`}}
+	}
 	for _, spec := range req.Tools {
 		name := spec.Name
 		switch {
@@ -130,6 +137,46 @@ func planCalls(prompt string, req agent.Request) []plannedCall {
 		}
 	}
 	return calls
+}
+
+func offered(req agent.Request, name string) bool {
+	for _, t := range req.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// planShow follows a tools.search that found ui.show: it shows the words of
+// the prompt as a table in the right pane.
+func planShow(req agent.Request) (plan, bool) {
+	msgs := req.Messages
+	last := msgs[len(msgs)-1]
+	var called string
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if tc.ID == last.ToolCallID {
+				called = tc.Function.Name
+			}
+		}
+	}
+	if called != "tools.search" || !offered(req, "ui.show") {
+		return plan{}, false
+	}
+	rows := [][]string{}
+	for i, w := range strings.Fields(lastUserText(msgs)) {
+		rows = append(rows, []string{fmt.Sprint(i + 1), w})
+	}
+	args, _ := json.Marshal(map[string]any{
+		"id": "offline-demo", "placement": "pane.right", "title": "Your prompt, word by word",
+		"surface": map[string]any{"kind": map[string]any{"t": "table", "columns": []string{"#", "word"}, "rows": rows}},
+	})
+	return plan{
+		reasoning: "The search found ui.show. I will put the prompt's words in a table in the right pane.",
+		text:      "Showing your prompt as a table.",
+		calls:     []plannedCall{{name: "ui.show", args: string(args)}},
+	}, true
 }
 
 // planToolReport answers the tool results that end the conversation.
