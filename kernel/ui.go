@@ -275,3 +275,48 @@ func (s *Session) move(actor ui.Owner, nodeID, to string) error {
 		&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "replace", Path: ui.NodePath(owner, id) + "/placement", Value: value}}},
 		&protocol.Custom{Name: PlacedEvent, Value: placed})
 }
+
+// AppendChunk streams text onto a stream surface owner placed under id: the
+// first piece adds …/kind/chunks as a one-element array, each next piece
+// adds …/kind/chunks/-. The surface's text is kind.value and its chunks
+// joined.
+func (s *Session) AppendChunk(ctx context.Context, owner ui.Owner, id, chunk string) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.appendChunk(owner, id, chunk) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (s *Session) appendChunk(owner ui.Owner, id, chunk string) error {
+	s.assertActor()
+	prev, err := s.state.node(ui.NodeID(owner, id))
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return &RequestError{Msg: fmt.Sprintf("%s has placed nothing under %q: show a stream surface first", owner, id)}
+	}
+	var n struct {
+		Surface struct {
+			Kind struct {
+				T      string            `json:"t"`
+				Chunks []json.RawMessage `json:"chunks"`
+			} `json:"kind"`
+		} `json:"surface"`
+	}
+	if err := json.Unmarshal(prev, &n); err != nil {
+		return fmt.Errorf("read node: %w", err)
+	}
+	if n.Surface.Kind.T != ui.KindStream {
+		return &RequestError{Msg: fmt.Sprintf("%s is a %s surface: only a stream surface takes chunks", id, n.Surface.Kind.T)}
+	}
+	path := ui.NodePath(owner, id) + "/surface/kind/chunks"
+	op := protocol.PatchOp{Op: "add", Path: path + "/-"}
+	op.Value, _ = json.Marshal(chunk)
+	if n.Surface.Kind.Chunks == nil {
+		op.Path = path
+		op.Value, _ = json.Marshal([]string{chunk})
+	}
+	return s.emit(s.runID(), &protocol.StateDelta{Delta: []protocol.PatchOp{op}})
+}

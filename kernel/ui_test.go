@@ -276,3 +276,57 @@ func TestMoveAndHideForThePerson(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendChunk(t *testing.T) {
+	e := newEnv(t, "offline")
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "log", Placement: "footer", Surface: json.RawMessage(`{"kind":{"t":"stream","value":"$ make\n"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "note", Placement: "band", Surface: json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The shows logged a baseline snapshot, then a delta and an event each.
+	waitHead(t, s, 5)
+	head := s.Head()
+	for _, c := range []string{"ok 1\n", "ok 2\n", "done\n"} {
+		if err := s.AppendChunk(ctx, ui.OwnerAgent, "log", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHead(t, s, head+3)
+	var paths []string
+	for _, ev := range logged(t, s, head) {
+		for _, op := range ev.(*protocol.StateDelta).Delta {
+			paths = append(paths, op.Op+" "+op.Path+" "+string(op.Value))
+		}
+	}
+	want := []string{
+		`add /ui/nodes/placed:agent:log/surface/kind/chunks ["ok 1\n"]`,
+		`add /ui/nodes/placed:agent:log/surface/kind/chunks/- "ok 2\n"`,
+		`add /ui/nodes/placed:agent:log/surface/kind/chunks/- "done\n"`,
+	}
+	if strings.Join(paths, "|") != strings.Join(want, "|") {
+		t.Errorf("ops =\n%s\nwant\n%s", strings.Join(paths, "\n"), strings.Join(want, "\n"))
+	}
+	var doc struct {
+		UI struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		} `json:"ui"`
+	}
+	json.Unmarshal(stateOf(t, s), &doc)
+	var n struct{ Surface json.RawMessage }
+	json.Unmarshal(doc.UI.Nodes["placed:agent:log"], &n)
+	if text, err := ui.Text(n.Surface); err != nil || !strings.Contains(text, "$ make\nok 1\nok 2\ndone") {
+		t.Errorf("text of the stream = %q, %v, want its value and chunks joined", text, err)
+	}
+	for _, tt := range []struct{ id, want string }{{"note", "only a stream surface"}, {"nope", "placed nothing"}} {
+		if err := s.AppendChunk(ctx, ui.OwnerAgent, tt.id, "x"); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("AppendChunk(%s) = %v, want a refusal containing %q", tt.id, err, tt.want)
+		}
+	}
+}
