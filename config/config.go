@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/ui"
 )
 
 // Config is the whole configuration.
@@ -27,6 +28,9 @@ type Config struct {
 	Store  StoreConfig      `toml:"store"`
 	Agent  AgentConfig      `toml:"agent"`
 	Prices agent.PriceTable `toml:"prices"`
+	// Permissions are the rules per owner, [permissions."<owner>"] allow,
+	// ask, deny, such as deny = ["ui(pane.right)"].
+	Permissions ui.Permissions `toml:"permissions"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -156,7 +160,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [permissions.\"owner\"] allow, ask, deny",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -205,6 +209,9 @@ func (c *Config) Validate() error {
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
 	case c.Agent.MaxSteps < 1:
 		return fmt.Errorf("agent.max_steps is %d: set it to 1 or more", c.Agent.MaxSteps)
+	}
+	if err := c.Permissions.Validate(); err != nil {
+		return err
 	}
 	for name, p := range c.Prices {
 		if !strings.Contains(name, ":") {

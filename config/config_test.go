@@ -48,6 +48,16 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "permissions",
+			file: "[permissions.\"ext:ci\"]\ndeny = [\"ui(pane.right)\"]\nallow = [\"ui(*)\"]\n",
+			check: func(t *testing.T, c config.Config) {
+				if r := c.Permissions["ext:ci"]; len(r.Deny) != 1 || r.Deny[0] != "ui(pane.right)" || len(r.Allow) != 1 {
+					t.Errorf("Permissions = %+v, want the file's rules", c.Permissions)
+				}
+			},
+		},
+		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},
 		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
 		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},
 		{name: "small body limit", file: "[server]\nmax_body_bytes = 10\n", wantErr: "max_body_bytes is 10"},

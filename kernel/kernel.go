@@ -21,6 +21,7 @@ import (
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/tool"
+	"github.com/getorrery/orrery/ui"
 )
 
 // Config is what a Kernel is built from. Store and Models are required.
@@ -35,6 +36,9 @@ type Config struct {
 	Tools *tool.Set
 	// Prices turn usage into cost.
 	Prices agent.PriceTable
+	// Permissions are the rules on what each owner may do, such as
+	// deny = ["ui(pane.right)"]; nil allows everything.
+	Permissions ui.Permissions
 	// MaxSteps bounds the model calls of one run; 0 means the agent default.
 	MaxSteps int
 	// QueueFrames bounds each subscriber's queue; 0 means DefaultQueueFrames.

@@ -94,6 +94,9 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	if err != nil {
 		return refuse(err)
 	}
+	if err := s.k.cfg.Permissions.CheckPlacement(owner, placement); err != nil {
+		return refuse(err)
+	}
 	text, err := ui.Text(in.Surface)
 	if err != nil {
 		return refuse(err)

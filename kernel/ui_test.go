@@ -330,3 +330,32 @@ func TestAppendChunk(t *testing.T) {
 		}
 	}
 }
+
+func TestShowPermissions(t *testing.T) {
+	e := newEnv(t, "offline", func(c *kernel.Config) {
+		c.Permissions = ui.Permissions{"ext:ci": {Deny: []string{"ui(pane.right)"}, Ask: []string{"ui(band)"}}}
+	})
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, _ := ui.ExtOwner("ci")
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	tests := []struct {
+		placement, want string
+	}{
+		{"pane.right", `deny = ["ui(pane.right)"] in [permissions."ext:ci"]`},
+		{"band", "change it to allow or deny"},
+		{"footer", ""},
+	}
+	for _, tt := range tests {
+		err := s.Show(ctx, ci, kernel.ShowInput{ID: "build", Placement: tt.placement, Surface: text})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Show(%s) = %v, want it allowed", tt.placement, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("Show(%s) = %v, want a refusal naming %s", tt.placement, err, tt.want)
+		}
+	}
+}

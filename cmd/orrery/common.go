@@ -66,6 +66,7 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embe
 		DefaultModel: cfg.Agent.Model,
 		Tools:        tool.Builtins(),
 		Prices:       cfg.Prices,
+		Permissions:  cfg.Permissions,
 		MaxSteps:     cfg.Agent.MaxSteps,
 		Logger:       log,
 	})
