@@ -35,6 +35,9 @@ type Loop struct {
 // SearchTool is the name of the tool that finds searchable tools.
 const SearchTool = "tools.search"
 
+// maxSearchResults bounds how many tools one search returns.
+const maxSearchResults = 10
+
 func searchSpec() tool.Spec {
 	return tool.Spec{
 		Name:        SearchTool,
@@ -68,7 +71,7 @@ func (l *Loop) search(args string) tool.Result {
 				break
 			}
 		}
-		if match {
+		if match && len(out) < maxSearchResults {
 			out = append(out, found{spec.Name, spec.Description, spec.Parameters})
 			if l.found == nil {
 				l.found = make(map[string]bool)

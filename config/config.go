@@ -28,6 +28,9 @@ type Config struct {
 	Store  StoreConfig      `toml:"store"`
 	Agent  AgentConfig      `toml:"agent"`
 	Prices agent.PriceTable `toml:"prices"`
+	// UI holds [ui.placements."<id>"] placement = …: where the person wants
+	// a surface that some owner places under that id.
+	UI UIConfig `toml:"ui"`
 	// Permissions are the rules per owner, [permissions."<owner>"] allow,
 	// ask, deny, such as deny = ["ui(pane.right)"].
 	Permissions ui.Permissions `toml:"permissions"`
@@ -47,6 +50,25 @@ type ServerConfig struct {
 type StoreConfig struct {
 	// Data is the data directory; the SQLite log is Data/orrery.db.
 	Data string `toml:"data"`
+}
+
+// UIConfig is the [ui] table.
+type UIConfig struct {
+	Placements map[string]PlacementConfig `toml:"placements"`
+}
+
+// PlacementConfig is one [ui.placements."<id>"] table.
+type PlacementConfig struct {
+	Placement string `toml:"placement"`
+}
+
+// PlacementOverrides returns the configured placement of each id.
+func (c *Config) PlacementOverrides() map[string]string {
+	out := make(map[string]string, len(c.UI.Placements))
+	for id, p := range c.UI.Placements {
+		out[id] = p.Placement
+	}
+	return out
 }
 
 // AgentConfig is the [agent] table.
@@ -160,7 +182,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [permissions.\"owner\"] allow, ask, deny",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -212,6 +234,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Permissions.Validate(); err != nil {
 		return err
+	}
+	for id, p := range c.UI.Placements {
+		if _, err := ui.ParsePlacement(p.Placement); err != nil {
+			return fmt.Errorf("ui.placements.%q.placement: %w", id, err)
+		}
 	}
 	for name, p := range c.Prices {
 		if !strings.Contains(name, ":") {

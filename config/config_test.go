@@ -57,6 +57,16 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "ui placements",
+			file: "[ui.placements.\"build-times\"]\nplacement = \"pane.left\"\n",
+			check: func(t *testing.T, c config.Config) {
+				if got := c.PlacementOverrides()["build-times"]; got != "pane.left" {
+					t.Errorf("PlacementOverrides() = %v, want build-times in pane.left", c.PlacementOverrides())
+				}
+			},
+		},
+		{name: "bad configured placement", file: "[ui.placements.x]\nplacement = \"sidebar\"\n", wantErr: `ui.placements."x".placement`},
 		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},
 		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
 		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},

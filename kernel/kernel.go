@@ -36,6 +36,10 @@ type Config struct {
 	Tools *tool.Set
 	// Prices turn usage into cost.
 	Prices agent.PriceTable
+	// Placements are the person's configured placements by id
+	// ([ui.placements."<id>"]): a surface shown under that id goes there,
+	// whatever its owner asked. An id nobody shows changes nothing.
+	Placements map[string]string
 	// Permissions are the rules on what each owner may do, such as
 	// deny = ["ui(pane.right)"]; nil allows everything.
 	Permissions ui.Permissions

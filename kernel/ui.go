@@ -97,6 +97,12 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	if err := s.k.cfg.Permissions.CheckPlacement(owner, placement); err != nil {
 		return refuse(err)
 	}
+	if want, ok := s.k.cfg.Placements[in.ID]; ok {
+		// The person's configured placement moves it (config wins).
+		if p, err := ui.ParsePlacement(want); err == nil {
+			placement = p
+		}
+	}
 	text, err := ui.Text(in.Surface)
 	if err != nil {
 		return refuse(err)

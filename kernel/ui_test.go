@@ -359,3 +359,35 @@ func TestShowPermissions(t *testing.T) {
 		}
 	}
 }
+
+func TestConfiguredPlacementMovesWhatExists(t *testing.T) {
+	e := newEnv(t, "offline", func(c *kernel.Config) {
+		c.Placements = map[string]string{"build-times": "pane.left", "never-shown": "band"}
+	})
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, _ := ui.ExtOwner("ci")
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	if err := s.Show(ctx, ci, kernel.ShowInput{ID: "build-times", Placement: "footer", Surface: text}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		UI struct {
+			Nodes map[string]struct {
+				Placement string `json:"placement"`
+			} `json:"nodes"`
+		} `json:"ui"`
+	}
+	if err := json.Unmarshal(stateOf(t, s), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.UI.Nodes["placed:ext:ci:build-times"].Placement; got != "pane.left" {
+		t.Errorf("placement = %q, want the configured pane.left", got)
+	}
+	if len(doc.UI.Nodes) != 1 {
+		t.Errorf("nodes = %v, want only the one shown: a configured id creates nothing", doc.UI.Nodes)
+	}
+}

@@ -67,6 +67,7 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embe
 		Tools:        tool.Builtins(),
 		Prices:       cfg.Prices,
 		Permissions:  cfg.Permissions,
+		Placements:   cfg.PlacementOverrides(),
 		MaxSteps:     cfg.Agent.MaxSteps,
 		Logger:       log,
 	})
