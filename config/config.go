@@ -129,13 +129,30 @@ func DefaultDataDir() string {
 }
 
 // DefaultFile is where the configuration is looked for when ORRERY_CONFIG
-// and --config name none: orrery/config.toml in the user's config dir.
+// and --config name none: orrery/orrery.toml in the user's config dir.
 func DefaultFile() string {
 	dir, err := os.UserConfigDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "orrery", "config.toml")
+	return filepath.Join(dir, "orrery", "orrery.toml")
+}
+
+// ProjectFile returns the project's .orrery/orrery.toml, looked for in dir
+// and its parents, or "" when there is none.
+func ProjectFile(dir string) string {
+	for dir != "" {
+		path := filepath.Join(dir, ".orrery", "orrery.toml")
+		if st, err := os.Stat(path); err == nil && !st.IsDir() {
+			return path
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	return ""
 }
 
 // Load builds the configuration. path names the file; "" means
@@ -157,6 +174,14 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if path != "" {
 		if err := cfg.readFile(path); err != nil {
 			if explicit || !errors.Is(err, fs.ErrNotExist) {
+				return cfg, err
+			}
+		}
+	}
+	// The project's own file, when there is one, goes over the user's.
+	if wd, err := os.Getwd(); err == nil && !explicit {
+		if project := ProjectFile(wd); project != "" {
+			if err := cfg.readFile(project); err != nil {
 				return cfg, err
 			}
 		}

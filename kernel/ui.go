@@ -329,3 +329,29 @@ func (s *Session) appendChunk(owner ui.Owner, id, chunk string) error {
 	}
 	return s.emit(s.runID(), &protocol.StateDelta{Delta: []protocol.PatchOp{op}})
 }
+
+// NodePlacement returns where the placed node is now.
+func (s *Session) NodePlacement(ctx context.Context, nodeID string) (string, error) {
+	var placement string
+	var err error
+	if derr := s.do(ctx, func() {
+		if _, _, perr := ui.ParseNodeID(nodeID); perr != nil {
+			err = refuse(perr)
+			return
+		}
+		prev, nerr := s.state.node(nodeID)
+		if nerr != nil || prev == nil {
+			err = nerr
+			if err == nil {
+				err = &RequestError{Msg: fmt.Sprintf("nothing is placed as %s: list the nodes in the state's /ui/nodes", nodeID)}
+			}
+			return
+		}
+		var n node
+		err = json.Unmarshal(prev, &n)
+		placement = n.Placement
+	}); derr != nil {
+		return "", derr
+	}
+	return placement, err
+}

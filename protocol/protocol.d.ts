@@ -361,7 +361,8 @@ export type Request =
   | SessionNew
   | SessionRead
   | UIHide
-  | UIMove;
+  | UIMove
+  | UISave;
 
 export interface Hello {
   t: "hello";
@@ -434,6 +435,13 @@ export interface UIMove {
   session: string;
   node: string;
   placement: string;
+}
+
+export interface UISave {
+  t: "ui.save";
+  id: string;
+  session: string;
+  node: string;
 }
 
 export type Content = string | ContentPart[] | Record<string, unknown>;

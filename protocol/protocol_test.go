@@ -499,6 +499,8 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIMove{Envelope: env("ui.move"), Session: "s", Node: "placed:agent:todo", Placement: "band"}},
 		{`{"t":"ui.hide","id":"q1","session":"s","node":"placed:agent:todo"}`,
 			&protocol.UIHide{Envelope: env("ui.hide"), Session: "s", Node: "placed:agent:todo"}},
+		{`{"t":"ui.save","id":"q1","session":"s","node":"placed:agent:todo"}`,
+			&protocol.UISave{Envelope: env("ui.save"), Session: "s", Node: "placed:agent:todo"}},
 	}
 	var kinds []string
 	for _, tt := range tests {

@@ -166,6 +166,15 @@ type UIHide struct {
 	Node    string `json:"node"`
 }
 
+// UISave is the person keeping a placed node where it is now: the server
+// writes [ui.placements."<id>"] placement into its config file, so the
+// surface goes there from the next session on.
+type UISave struct {
+	Envelope
+	Session string `json:"session"`
+	Node    string `json:"node"`
+}
+
 // Elements a client may declare it draws (hello.draws, GET /events?draws=).
 // A client that declares anything must draw every element of RequiredDraws.
 const (
@@ -230,6 +239,7 @@ var requestKinds = map[string]func() Request{
 	"session.detach": func() Request { return new(SessionDetach) },
 	"ui.move":        func() Request { return new(UIMove) },
 	"ui.hide":        func() Request { return new(UIHide) },
+	"ui.save":        func() Request { return new(UISave) },
 }
 
 // RequestKinds returns the request kinds DecodeRequest knows, sorted.

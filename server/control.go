@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -139,6 +140,24 @@ func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
 		}
 		if err := sess.HideNode(ctx, ui.OwnerConfig, q.Node); err != nil {
 			return nil, err
+		}
+		return protocol.Empty{}, nil
+	case *protocol.UISave:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		placement, err := sess.NodePlacement(ctx, q.Node)
+		if err != nil {
+			return nil, err
+		}
+		if s.cfg.SaveConfig == nil {
+			return nil, &kernel.RequestError{Msg: "this server keeps no config file to save to: set the key with orrery config set"}
+		}
+		_, id, _ := ui.ParseNodeID(q.Node)
+		key := fmt.Sprintf("ui.placements.%q.placement", id)
+		if err := s.cfg.SaveConfig(key, placement); err != nil {
+			return nil, &kernel.RequestError{Msg: "save " + key + ": " + err.Error()}
 		}
 		return protocol.Empty{}, nil
 	case *protocol.Hello, *protocol.SessionAttach, *protocol.SessionDetach:

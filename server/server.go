@@ -49,6 +49,9 @@ type Config struct {
 	// PingInterval is how often a WebSocket is pinged; 0 means
 	// DefaultPingInterval, negative turns pings off.
 	PingInterval time.Duration
+	// SaveConfig writes one key of the configuration file (for ui.save);
+	// nil refuses ui.save.
+	SaveConfig func(key, value string) error
 	// OriginPatterns are the extra origins a browser WebSocket may come from
 	// (coder/websocket patterns); the server's own host is always allowed.
 	OriginPatterns []string

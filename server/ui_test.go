@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
@@ -28,7 +30,8 @@ func TestUIRequests(t *testing.T) {
 	if err := k.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Kernel: k})
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	srv := server.New(server.Config{Kernel: k, SaveConfig: func(key, value string) error { return config.Set(cfgPath, key, value) }})
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -55,6 +58,8 @@ func TestUIRequests(t *testing.T) {
 		{`{"t":"ui.move","id":"2","session":"ui","node":"placed:agent:todo","placement":"sidebar"}`, 400, "sidebar"},
 		{`{"t":"ui.move","id":"3","session":"nope","node":"placed:agent:todo","placement":"band"}`, 404, "unknown session"},
 		{`{"t":"ui.move","id":"4","node":"placed:agent:todo","placement":"band"}`, 400, "session is missing"},
+		{`{"t":"ui.save","id":"s1","session":"ui","node":"placed:agent:todo"}`, 200, "{}"},
+		{`{"t":"ui.save","id":"s2","session":"ui","node":"placed:agent:nope"}`, 400, "nothing is placed"},
 		{`{"t":"ui.hide","id":"5","session":"ui","node":"todo"}`, 400, "not a placed node"},
 		{`{"t":"ui.hide","id":"6","session":"ui","node":"placed:agent:todo"}`, 200, "{}"},
 		{`{"t":"ui.hide","id":"7","session":"ui","node":"placed:agent:todo"}`, 400, "nothing to hide"},
@@ -70,8 +75,12 @@ func TestUIRequests(t *testing.T) {
 			t.Errorf("POST /control %s = %d %s, want %d containing %q", tt.body, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 		}
 	}
-	// show, move and hide each log a STATE_DELTA and a CUSTOM.
-	for deadline := time.Now().Add(5 * time.Second); s.Head() < 6 && time.Now().Before(deadline); {
+	saved, err := os.ReadFile(cfgPath)
+	if err != nil || !strings.Contains(string(saved), "[ui.placements.todo]\nplacement = \"band\"") {
+		t.Errorf("config after ui.save = %q, %v, want todo's placement band", saved, err)
+	}
+	// show (with its baseline snapshot), move and hide each log a STATE_DELTA and a CUSTOM.
+	for deadline := time.Now().Add(5 * time.Second); s.Head() < 7 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	frames, _, err := s.Read(ctx, 0, 0)

@@ -110,6 +110,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		KeepAlive:    cfg.Server.KeepAlive.Duration,
 		Logger:       log,
 		Tokens:       tokens,
+		SaveConfig: func(key, value string) error {
+			path := c.common.configPath
+			if path == "" {
+				path = c.env.getenv("ORRERY_CONFIG")
+			}
+			if path == "" {
+				path = config.DefaultFile()
+			}
+			return config.Set(path, key, value)
+		},
 	})
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/getorrery/orrery"
@@ -73,30 +76,76 @@ func (c *versionCmd) Run(ctx context.Context, args []string) error {
 }
 
 type configCmd struct {
-	env    *env
-	common commonFlags
+	env     *env
+	common  commonFlags
+	project bool
 }
 
 func (c *configCmd) Synopsis() string {
-	return "check the configuration (config validate) without starting anything"
+	return "check the configuration (config validate), or read and write keys (config get|set)"
 }
 
 func (c *configCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "config", "config validate [--config FILE]")
+	usage := "config validate | get KEY | set KEY VALUE   [--config FILE] [--project]"
+	fs := newFlagSet(c.env, "config", usage)
 	c.common.register(fs, true)
-	if len(args) == 0 || args[0] != "validate" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fs.Usage()
-			return nil
-		}
-		return &usageError{msg: "config needs a subcommand: orrery config validate"}
+	fs.BoolVar(&c.project, "project", false, "set: write the project's .orrery/orrery.toml instead of your own config file")
+	if len(args) == 0 {
+		return &usageError{msg: "config needs a subcommand: orrery " + usage}
 	}
-	if err := parse(fs, args[1:]); err != nil {
+	sub, rest := args[0], args[1:]
+	var operands []string
+	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		operands, rest = append(operands, rest[0]), rest[1:]
+	}
+	switch sub {
+	case "-h", "--help", "help":
+		fs.Usage()
+		return nil
+	case "validate", "get", "set":
+	default:
+		return &usageError{msg: fmt.Sprintf("unknown config subcommand %q: use validate, get or set", sub)}
+	}
+	if err := parse(fs, rest); err != nil {
 		return err
+	}
+	want := map[string]int{"validate": 0, "get": 1, "set": 2}[sub]
+	if len(operands) != want {
+		return &usageError{msg: fmt.Sprintf("config %s takes %d argument(s): orrery %s", sub, want, usage)}
+	}
+	switch sub {
+	case "set":
+		path := c.common.configPath
+		switch {
+		case c.project:
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			path = filepath.Join(wd, ".orrery", "orrery.toml")
+		case path == "":
+			path = c.env.getenv("ORRERY_CONFIG")
+		}
+		if path == "" {
+			path = config.DefaultFile()
+		}
+		if err := config.Set(path, operands[0], operands[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.env.stderr, "set %s in %s\n", operands[0], path)
+		return nil
 	}
 	cfg, err := c.common.load(c.env)
 	if err != nil {
 		return err
+	}
+	if sub == "get" {
+		v, err := config.Get(cfg, operands[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.env.stdout, v)
+		return nil
 	}
 	src := cfg.File
 	if src == "" {

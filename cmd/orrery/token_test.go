@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,29 @@ func TestRunHeadlessPlacement(t *testing.T) {
 	for _, key := range []string{"id", "placement", "owner", "surface", "text"} {
 		if _, ok := placed[0][key]; !ok {
 			t.Errorf("orrery.placed value %v lacks %s", placed[0], key)
+		}
+	}
+}
+
+func TestConfigGetSet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orrery.toml")
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"config", "set", `ui.placements."build-times".placement`, "pane.left", "--config", path}, exitOK, ""},
+		{[]string{"config", "get", `ui.placements."build-times".placement`, "--config", path}, exitOK, `"pane.left"`},
+		{[]string{"config", "set", "agent.max_steps", "0", "--config", path}, exitError, ""},
+		{[]string{"config", "get", "agent.max_steps", "--config", path}, exitOK, "50"},
+		{[]string{"config", "get", "--config", path}, exitUsage, ""},
+		{[]string{"config", "frob"}, exitUsage, ""},
+		{[]string{"config", "validate", "--config", path}, exitOK, "config OK: " + path},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := cli(t, tt.args...)
+		if code != tt.wantCode || !strings.Contains(stdout, tt.wantOut) {
+			t.Errorf("orrery %s: exit %d, stdout %q, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), code, stdout, stderr, tt.wantCode, tt.wantOut)
 		}
 	}
 }
