@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/wI2L/jsondiff"
 
@@ -354,4 +355,47 @@ func (s *Session) NodePlacement(ctx context.Context, nodeID string) (string, err
 		return "", derr
 	}
 	return placement, err
+}
+
+// RemoveOwner removes every node owner placed, as when an extension
+// unloads: its surfaces go with it.
+func (s *Session) RemoveOwner(ctx context.Context, owner ui.Owner) error {
+	var err error
+	if derr := s.do(ctx, func() { err = s.removeOwner(owner) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (s *Session) removeOwner(owner ui.Owner) error {
+	s.assertActor()
+	var doc struct {
+		UI struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		} `json:"ui"`
+	}
+	if err := json.Unmarshal(s.state.doc, &doc); err != nil {
+		return fmt.Errorf("read state: %w", err)
+	}
+	var ids []string
+	for nodeID := range doc.UI.Nodes {
+		if o, id, err := ui.ParseNodeID(nodeID); err == nil && o == owner {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var evs []protocol.Event
+	for _, id := range ids {
+		unplaced, err := json.Marshal(Unplaced{ID: id, Owner: string(owner)})
+		if err != nil {
+			return err
+		}
+		evs = append(evs,
+			&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "remove", Path: ui.NodePath(owner, id)}}},
+			&protocol.Custom{Name: UnplacedEvent, Value: unplaced})
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	return s.emit(s.runID(), evs...)
 }

@@ -391,3 +391,37 @@ func TestConfiguredPlacementMovesWhatExists(t *testing.T) {
 		t.Errorf("nodes = %v, want only the one shown: a configured id creates nothing", doc.UI.Nodes)
 	}
 }
+
+func TestRemoveOwner(t *testing.T) {
+	e := newEnv(t, "offline")
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	ci, _ := ui.ExtOwner("ci")
+	for _, sh := range []struct {
+		owner ui.Owner
+		id    string
+	}{{ci, "a"}, {ci, "b"}, {ui.OwnerAgent, "a"}} {
+		if err := s.Show(ctx, sh.owner, kernel.ShowInput{ID: sh.id, Placement: "band", Surface: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RemoveOwner(ctx, ci); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		UI struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		} `json:"ui"`
+	}
+	json.Unmarshal(stateOf(t, s), &doc)
+	if len(doc.UI.Nodes) != 1 || doc.UI.Nodes["placed:agent:a"] == nil {
+		t.Errorf("nodes after the owner unloads = %v, want only placed:agent:a", doc.UI.Nodes)
+	}
+	if err := s.RemoveOwner(ctx, ci); err != nil {
+		t.Errorf("RemoveOwner() again = %v, want nil (nothing left to remove)", err)
+	}
+}
