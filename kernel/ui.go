@@ -201,8 +201,8 @@ func diff(base string, prev, next []byte) ([]protocol.PatchOp, error) {
 	return ops, nil
 }
 
-// node returns the JSON of the placed node id, or nil when there is none.
-func (s *stateDoc) node(id string) (json.RawMessage, error) {
+// nodes returns the placed nodes by node id.
+func (s *stateDoc) nodes() (map[string]json.RawMessage, error) {
 	var doc struct {
 		UI struct {
 			Nodes map[string]json.RawMessage `json:"nodes"`
@@ -211,7 +211,13 @@ func (s *stateDoc) node(id string) (json.RawMessage, error) {
 	if err := json.Unmarshal(s.doc, &doc); err != nil {
 		return nil, fmt.Errorf("read state: %w", err)
 	}
-	return doc.UI.Nodes[id], nil
+	return doc.UI.Nodes, nil
+}
+
+// node returns the JSON of the placed node id, or nil when there is none.
+func (s *stateDoc) node(id string) (json.RawMessage, error) {
+	nodes, err := s.nodes()
+	return nodes[id], err
 }
 
 // Move moves the placed node (placed:<owner>:<id>) to placement, for actor:
@@ -369,16 +375,12 @@ func (s *Session) RemoveOwner(ctx context.Context, owner ui.Owner) error {
 
 func (s *Session) removeOwner(owner ui.Owner) error {
 	s.assertActor()
-	var doc struct {
-		UI struct {
-			Nodes map[string]json.RawMessage `json:"nodes"`
-		} `json:"ui"`
-	}
-	if err := json.Unmarshal(s.state.doc, &doc); err != nil {
-		return fmt.Errorf("read state: %w", err)
+	nodes, err := s.state.nodes()
+	if err != nil {
+		return err
 	}
 	var ids []string
-	for nodeID := range doc.UI.Nodes {
+	for nodeID := range nodes {
 		if o, id, err := ui.ParseNodeID(nodeID); err == nil && o == owner {
 			ids = append(ids, id)
 		}
