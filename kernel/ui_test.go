@@ -425,3 +425,65 @@ func TestRemoveOwner(t *testing.T) {
 		t.Errorf("RemoveOwner() again = %v, want nil (nothing left to remove)", err)
 	}
 }
+
+// TestRefusalMessages holds the exact sentence of every refusal a show, a
+// move or a hide can meet, and checks that none of them changes the state.
+func TestRefusalMessages(t *testing.T) {
+	e := newEnv(t, "offline", func(c *kernel.Config) {
+		c.Permissions = ui.Permissions{"ext:ci": {Deny: []string{"ui(pane.right)"}, Ask: []string{"ui(band)"}}}
+	})
+	ctx := context.Background()
+	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
+	ci, _ := ui.ExtOwner("ci")
+	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "x", Placement: "footer", Surface: text}); err != nil {
+		t.Fatal(err)
+	}
+	wide := `{"kind":{"t":"raster","rows":["` + strings.Repeat("#", 65) + `"]}}`
+	tests := []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"schema failure", func() error {
+			return s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "t", Placement: "band", Surface: json.RawMessage(`{"kind":{"t":"table","columns":["a"],"rows":[[1]]}}`)})
+		}, "surface /kind/rows/0/0: expected string, got number; each cell is a string: format numbers and dates before sending them"},
+		{"host-only id", func() error {
+			return s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "consent", Placement: "band", Surface: text})
+		}, `agent cannot place under "consent": input, consent and trust are the host's own ids, and nobody else may place under them; choose another id`},
+		{"non-core fallback", func() error {
+			return s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "c", Placement: "band", Surface: text, Fallback: json.RawMessage(`{"kind":{"t":"chart","kind":"bars","labels":["a"],"series":[{"values":[1]}]}}`)})
+		}, "fallback /kind/t: chart is not a core kind, and a fallback may use core kinds only: text, markdown, table, tree, diff, progress, stream, task, question, form or stack"},
+		{"unknown placement", func() error {
+			return s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "p", Placement: "sidebar", Surface: text})
+		}, `placement "sidebar" is unknown; use band, pane.left, pane.right, footer, inline or hidden`},
+		{"denied rule", func() error {
+			return s.Show(ctx, ci, kernel.ShowInput{ID: "b", Placement: "pane.right", Surface: text})
+		}, `ext:ci may not place in pane.right: the rule deny = ["ui(pane.right)"] in [permissions."ext:ci"] forbids it; place it elsewhere, or remove the rule`},
+		{"ask rule", func() error {
+			return s.Show(ctx, ci, kernel.ShowInput{ID: "b", Placement: "band", Surface: text})
+		}, `ext:ci may not place in band: the rule ask = ["ui(band)"] in [permissions."ext:ci"] cannot be asked about a placement; change it to allow or deny`},
+		{"foreign owner", func() error { return s.Move(ctx, ci, "placed:agent:x", "band") },
+			`ext:ci cannot move or hide "x": agent placed it; only its owner or the person (with /ui or config) changes where it goes`},
+		{"nothing to hide", func() error { return s.Hide(ctx, ci, "x") },
+			`ext:ci has placed nothing under "x": there is nothing to hide`},
+	}
+	before := stateOf(t, s)
+	for _, tt := range tests {
+		err := tt.do()
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: err = %v\nwant %s", tt.name, err, tt.want)
+		}
+	}
+	// An oversized raster: the exact limit sentence comes from ui/, whose
+	// own tests hold it; here, that it is refused and names the path.
+	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "r", Placement: "band", Surface: json.RawMessage(wide)}); err == nil || !strings.HasPrefix(err.Error(), "surface /kind/rows/0") {
+		t.Errorf("oversized raster: err = %v, want a refusal naming /kind/rows/0", err)
+	}
+	if after := stateOf(t, s); !jsonEq(after, before) {
+		t.Errorf("state after the refusals = %s, want it unchanged: %s", after, before)
+	}
+}
