@@ -56,6 +56,16 @@ func openEnv(t *testing.T, dir, model string, opts ...option) *env {
 	return e
 }
 
+// session creates a session with the kernel's defaults.
+func (e *env) session(t *testing.T) *kernel.Session {
+	t.Helper()
+	s, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func (e *env) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -244,10 +254,7 @@ func TestBusyAndSteer(t *testing.T) {
 	)
 	e := newEnv(t, model)
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	sub, err := s.Subscribe(ctx, new(uint64))
 	if err != nil {
 		t.Fatal(err)
@@ -321,10 +328,7 @@ func TestCancel(t *testing.T) {
 				}
 			})
 			ctx := context.Background()
-			s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := e.session(t)
 			sub, err := s.Subscribe(ctx, new(uint64))
 			if err != nil {
 				t.Fatal(err)
@@ -456,10 +460,7 @@ func TestClientToolPending(t *testing.T) {
 func TestSnapshotSubscription(t *testing.T) {
 	e := newEnv(t, "offline")
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	send(t, s, kernel.SendInput{Text: "echo one"})
 	sub, err := s.Subscribe(ctx, nil)
 	if err != nil {
@@ -601,10 +602,7 @@ func TestSlowSubscriberIsDropped(t *testing.T) {
 	e := newEnv(t, script(t, map[string]any{"text": []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"}}),
 		func(c *kernel.Config) { c.QueueFrames = 4 })
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	slow, err := s.Subscribe(ctx, new(uint64))
 	if err != nil {
 		t.Fatal(err)
@@ -651,10 +649,7 @@ func TestCancelledRunIsStillCharged(t *testing.T) {
 		c.Prices = agent.PriceTable{"script:*": {Input: 2_000_000}}
 	})
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	res, err := s.Send(ctx, kernel.SendInput{Text: "go", Subscribe: true})
 	if err != nil {
 		t.Fatal(err)

@@ -156,6 +156,34 @@ func TestShowReplaceMoveHide(t *testing.T) {
 	}
 }
 
+// nodesOf returns the placed nodes of the session's state.
+func nodesOf(t *testing.T, s *kernel.Session) map[string]json.RawMessage {
+	t.Helper()
+	var doc struct {
+		UI struct {
+			Nodes map[string]json.RawMessage `json:"nodes"`
+		} `json:"ui"`
+	}
+	if err := json.Unmarshal(stateOf(t, s), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.UI.Nodes
+}
+
+// placementOf returns where node is placed, or "" when it is not.
+func placementOf(t *testing.T, s *kernel.Session, node string) string {
+	t.Helper()
+	var n struct {
+		Placement string `json:"placement"`
+	}
+	if raw, ok := nodesOf(t, s)[node]; ok {
+		if err := json.Unmarshal(raw, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n.Placement
+}
+
 func jsonEq(a, b []byte) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -169,10 +197,7 @@ func jsonEq(a, b []byte) bool {
 func TestShowRefusals(t *testing.T) {
 	e := newEnv(t, "offline")
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	tests := []struct {
 		name string
@@ -229,10 +254,7 @@ func TestShowRefusals(t *testing.T) {
 func TestMoveAndHideForThePerson(t *testing.T) {
 	e := newEnv(t, "offline")
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "todo", Placement: "pane.left", Surface: text}); err != nil {
 		t.Fatal(err)
@@ -261,17 +283,7 @@ func TestMoveAndHideForThePerson(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Fatalf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
 		}
-		var doc struct {
-			UI struct {
-				Nodes map[string]struct {
-					Placement string `json:"placement"`
-				} `json:"nodes"`
-			} `json:"ui"`
-		}
-		if err := json.Unmarshal(stateOf(t, s), &doc); err != nil {
-			t.Fatal(err)
-		}
-		if got := doc.UI.Nodes["placed:agent:todo"].Placement; got != tt.place {
+		if got := placementOf(t, s, "placed:agent:todo"); got != tt.place {
 			t.Errorf("%s: placement = %q, want %q", tt.name, got, tt.place)
 		}
 	}
@@ -280,10 +292,7 @@ func TestMoveAndHideForThePerson(t *testing.T) {
 func TestAppendChunk(t *testing.T) {
 	e := newEnv(t, "offline")
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "log", Placement: "footer", Surface: json.RawMessage(`{"kind":{"t":"stream","value":"$ make\n"}}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -313,14 +322,10 @@ func TestAppendChunk(t *testing.T) {
 	if strings.Join(paths, "|") != strings.Join(want, "|") {
 		t.Errorf("ops =\n%s\nwant\n%s", strings.Join(paths, "\n"), strings.Join(want, "\n"))
 	}
-	var doc struct {
-		UI struct {
-			Nodes map[string]json.RawMessage `json:"nodes"`
-		} `json:"ui"`
-	}
-	json.Unmarshal(stateOf(t, s), &doc)
 	var n struct{ Surface json.RawMessage }
-	json.Unmarshal(doc.UI.Nodes["placed:agent:log"], &n)
+	if err := json.Unmarshal(nodesOf(t, s)["placed:agent:log"], &n); err != nil {
+		t.Fatal(err)
+	}
 	if text, err := ui.Text(n.Surface); err != nil || !strings.Contains(text, "$ make\nok 1\nok 2\ndone") {
 		t.Errorf("text of the stream = %q, %v, want its value and chunks joined", text, err)
 	}
@@ -336,10 +341,7 @@ func TestShowPermissions(t *testing.T) {
 		c.Permissions = ui.Permissions{"ext:ci": {Deny: []string{"ui(pane.right)"}, Ask: []string{"ui(band)"}}}
 	})
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	ci, _ := ui.ExtOwner("ci")
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	tests := []struct {
@@ -365,40 +367,24 @@ func TestConfiguredPlacementMovesWhatExists(t *testing.T) {
 		c.Placements = map[string]string{"build-times": "pane.left", "never-shown": "band"}
 	})
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	ci, _ := ui.ExtOwner("ci")
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	if err := s.Show(ctx, ci, kernel.ShowInput{ID: "build-times", Placement: "footer", Surface: text}); err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		UI struct {
-			Nodes map[string]struct {
-				Placement string `json:"placement"`
-			} `json:"nodes"`
-		} `json:"ui"`
-	}
-	if err := json.Unmarshal(stateOf(t, s), &doc); err != nil {
-		t.Fatal(err)
-	}
-	if got := doc.UI.Nodes["placed:ext:ci:build-times"].Placement; got != "pane.left" {
+	if got := placementOf(t, s, "placed:ext:ci:build-times"); got != "pane.left" {
 		t.Errorf("placement = %q, want the configured pane.left", got)
 	}
-	if len(doc.UI.Nodes) != 1 {
-		t.Errorf("nodes = %v, want only the one shown: a configured id creates nothing", doc.UI.Nodes)
+	if nodes := nodesOf(t, s); len(nodes) != 1 {
+		t.Errorf("nodes = %v, want only the one shown: a configured id creates nothing", nodes)
 	}
 }
 
 func TestRemoveOwner(t *testing.T) {
 	e := newEnv(t, "offline")
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	ci, _ := ui.ExtOwner("ci")
 	for _, sh := range []struct {
@@ -412,14 +398,8 @@ func TestRemoveOwner(t *testing.T) {
 	if err := s.RemoveOwner(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		UI struct {
-			Nodes map[string]json.RawMessage `json:"nodes"`
-		} `json:"ui"`
-	}
-	json.Unmarshal(stateOf(t, s), &doc)
-	if len(doc.UI.Nodes) != 1 || doc.UI.Nodes["placed:agent:a"] == nil {
-		t.Errorf("nodes after the owner unloads = %v, want only placed:agent:a", doc.UI.Nodes)
+	if nodes := nodesOf(t, s); len(nodes) != 1 || nodes["placed:agent:a"] == nil {
+		t.Errorf("nodes after the owner unloads = %v, want only placed:agent:a", nodes)
 	}
 	if err := s.RemoveOwner(ctx, ci); err != nil {
 		t.Errorf("RemoveOwner() again = %v, want nil (nothing left to remove)", err)
@@ -433,10 +413,7 @@ func TestRefusalMessages(t *testing.T) {
 		c.Permissions = ui.Permissions{"ext:ci": {Deny: []string{"ui(pane.right)"}, Ask: []string{"ui(band)"}}}
 	})
 	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	text := json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)
 	ci, _ := ui.ExtOwner("ci")
 	if err := s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "x", Placement: "footer", Surface: text}); err != nil {

@@ -54,11 +54,7 @@ func TestAgentFindsAndUsesUITools(t *testing.T) {
 		c.Models = func(string) (agent.Provider, error) { return p, nil }
 		c.Tools = tool.Builtins()
 	})
-	ctx := context.Background()
-	s, err := e.k.CreateSession(ctx, kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := e.session(t)
 	evs, _ := send(t, s, kernel.SendInput{Text: "show my todo list"})
 	if len(p.offered) != 4 {
 		t.Fatalf("%d model calls, want 4", len(p.offered))
