@@ -21,6 +21,7 @@ import (
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/provider/script"
 	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
@@ -49,13 +50,13 @@ type harness struct {
 	pipeStop  context.CancelFunc
 	pipeDone  chan error
 	tcp, unix *proxy
-	logs      *syncBuffer
+	logs      *logbuf.Buffer
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &syncBuffer{}}
+	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &logbuf.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server logs:\n%s", h.logs.String())
@@ -273,23 +274,6 @@ func (p *proxy) close() {
 	p.ln.Close()
 	p.sever()
 	p.wg.Wait()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func timeout(t *testing.T) context.Context {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/provider/script"
+	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
@@ -48,7 +49,7 @@ type harness struct {
 // newHarness starts a kernel (default model offline) and its server.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	// Registered first, so it runs last: after shutdown, with every log.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -105,23 +106,6 @@ func (h *harness) shutdown(timeout time.Duration) error {
 		err = h.shut(ctx)
 	})
 	return err
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // writeScript writes a script model file and returns its model spec.

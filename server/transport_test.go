@@ -25,6 +25,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store"
@@ -63,7 +64,7 @@ type txRig struct {
 	sock    string
 	good    string // a valid token
 	revoked string // a token that was revoked (by a second Store, as the CLI does)
-	logs    *syncBuffer
+	logs    *logbuf.Buffer
 }
 
 // txRigOptions change what newTxRig builds.
@@ -78,7 +79,7 @@ type txRigOptions struct {
 // nothing a test (or a fuzzer) sends can run a command.
 func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 	tb.Helper()
-	r := &txRig{logs: &syncBuffer{}}
+	r := &txRig{logs: &logbuf.Buffer{}}
 	var log *slog.Logger
 	if opts.logs {
 		tb.Cleanup(func() {

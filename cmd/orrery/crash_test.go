@@ -14,9 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/getorrery/orrery/internal/logbuf"
 )
 
 const waitLimit = 20 * time.Second
@@ -100,26 +101,9 @@ type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncBuffer
+	stderr *logbuf.Buffer
 	waited chan struct{}
 	err    error // from Wait, once waited is closed
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // serve starts orrery serve and waits for its "listening on" line.
@@ -131,7 +115,7 @@ func serve(t *testing.T, bin string, env []string, args ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{t: t, cmd: cmd, stderr: &syncBuffer{}, waited: make(chan struct{})}
+	s := &server{t: t, cmd: cmd, stderr: &logbuf.Buffer{}, waited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start orrery serve: %v", err)
