@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,14 +299,12 @@ func describeJSONError(what string, err error) error {
 		return fmt.Errorf("%s must be a JSON object, not %s", what, withArticle(typeErr.Value))
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("%s is not valid JSON (at byte %d: %v): send one JSON object", what, syntaxErr.Offset, syntaxErr)
-	case errors.Is(err, errEmpty) || strings.Contains(err.Error(), "unexpected end of JSON input"):
+	case strings.Contains(err.Error(), "unexpected end of JSON input"):
 		return fmt.Errorf("%s is empty or cut short: send one whole JSON object", what)
 	default:
 		return fmt.Errorf("%s: %v", what, err)
 	}
 }
-
-var errEmpty = errors.New("empty")
 
 func jsonKind(goKind string) string {
 	switch goKind {
@@ -337,10 +334,4 @@ func withArticle(desc string) string {
 		return "an " + desc
 	}
 	return "a " + desc
-}
-
-// IsJSONObject reports whether data, trimmed, starts as a JSON object.
-func IsJSONObject(data []byte) bool {
-	data = bytes.TrimSpace(data)
-	return len(data) > 0 && data[0] == '{'
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -174,8 +175,5 @@ func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscript
 	}
 }
 
-type stopError struct{}
-
-func (stopError) Error() string { return "stop" }
-
-var errStop error = stopError{}
+// errStop ends a backlog replay once the stream's last frame is written.
+var errStop = errors.New("stop")
