@@ -205,14 +205,17 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 		t.Usage = tokenUsage
 		t.Orrery().Result = &result
 	}
+	// The cost is queued and the session marked idle before the terminal
+	// frame, so a client that sees the run end also sees its cost
+	// committed and the session idle.
+	s.commits.addCost(cost)
+	s.info.MicroUSD += cost
+	s.running.Store(false)
 	evs := append(r.open.closers(), terminal)
 	if err := s.emit(r.id, evs...); err != nil {
 		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
 	}
-	s.commits.addCost(cost)
-	s.info.MicroUSD += cost
 	s.run = nil
-	s.running.Store(false)
 }
 
 // cancelRun ends the run in flight as cancelled. Runs on the actor.
