@@ -28,6 +28,8 @@ type Loop struct {
 	// with the tools.search tool, and a tool found is callable from the
 	// next step on.
 	Searchable *tool.Set
+	// Workspace is where the session's tools work.
+	Workspace tool.Workspace
 
 	found map[string]bool // searchable tools found in this run
 }
@@ -177,7 +179,7 @@ func (l *Loop) runTools(ctx context.Context, t Turn, calls []*call) ([]string, e
 			res = l.search(c.args.String())
 		} else if ok {
 			var err error
-			res, err = tl.Call(ctx, argsOrEmpty(c.args.String()))
+			res, err = tl.Call(ctx, tool.Call{ID: c.id, Args: argsOrEmpty(c.args.String()), Workspace: l.Workspace})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()

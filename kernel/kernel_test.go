@@ -368,7 +368,7 @@ func TestCancel(t *testing.T) {
 type waitTool struct{}
 
 func (waitTool) Spec() tool.Spec { return tool.Spec{Name: "wait", Description: "waits"} }
-func (waitTool) Call(ctx context.Context, _ json.RawMessage) (tool.Result, error) {
+func (waitTool) Call(ctx context.Context, _ tool.Call) (tool.Result, error) {
 	<-ctx.Done()
 	return tool.Result{}, ctx.Err()
 }

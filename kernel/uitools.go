@@ -69,10 +69,12 @@ func (t *showTool) Spec() tool.Spec {
 			`"title":{"type":"string"},` +
 			`"surface":{"type":"object","description":"{\"kind\": {\"t\": KIND, …}}"},` +
 			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"}}}`),
+		// Placing is governed by the placement rules, not the consent gate.
+		ReadOnly: true,
 	}
 }
 
-func (t *showTool) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+func (t *showTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in struct {
 		ID        string          `json:"id"`
 		Placement string          `json:"placement"`
@@ -80,7 +82,7 @@ func (t *showTool) Call(ctx context.Context, args json.RawMessage) (tool.Result,
 		Surface   json.RawMessage `json:"surface"`
 		Fallback  json.RawMessage `json:"fallback"`
 	}
-	if err := json.Unmarshal(args, &in); err != nil {
+	if err := json.Unmarshal(c.Args, &in); err != nil {
 		return tool.Result{Text: "ui.show needs {id, placement, surface}: " + err.Error(), Error: true}, nil
 	}
 	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface, Fallback: in.Fallback})
@@ -96,14 +98,15 @@ func (t *hideTool) Spec() tool.Spec {
 		Name:        "ui.hide",
 		Description: "Removes a surface you placed with ui.show, by its id.",
 		Parameters:  json.RawMessage(`{"type":"object","required":["id"],"additionalProperties":false,"properties":{"id":{"type":"string"}}}`),
+		ReadOnly:    true,
 	}
 }
 
-func (t *hideTool) Call(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+func (t *hideTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 	var in struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(args, &in); err != nil {
+	if err := json.Unmarshal(c.Args, &in); err != nil {
 		return tool.Result{Text: "ui.hide needs {id}: " + err.Error(), Error: true}, nil
 	}
 	return toolOutcome(t.s.Hide(ctx, ui.OwnerAgent, in.ID), "removed "+in.ID)

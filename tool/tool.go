@@ -18,6 +18,30 @@ type Spec struct {
 	Description string
 	// Parameters is the JSON Schema of the arguments object.
 	Parameters json.RawMessage
+	// ReadOnly marks a tool that only reads: the consent gate allows it by
+	// default, where a tool that writes or executes is asked about.
+	ReadOnly bool
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	// ID is the tool call's id, unique in the session.
+	ID string
+	// Args is the JSON arguments object.
+	Args json.RawMessage
+	// Workspace is where the call's paths resolve and its commands run.
+	Workspace Workspace
+	// Stream, when set, receives the call's live output piece by piece (a
+	// command's stdout and stderr); the kernel appends each piece to the
+	// call's stream surface. Tools without live output ignore it.
+	Stream func(chunk string)
+}
+
+// Workspace is the directory tree a session's tools may touch: Root (the
+// session's cwd) and any Extra roots config widens it with.
+type Workspace struct {
+	Root  string
+	Extra []string
 }
 
 // Result is what a call returns: text for the model, and optionally a
@@ -27,14 +51,27 @@ type Result struct {
 	Text string
 	// Error marks a result that reports a failure the model should see.
 	Error bool
+	// Surface, when set, is the result's own surface ({"kind": {…}}), such
+	// as the diff of an edit; without it the result shows as its text.
+	Surface json.RawMessage
 }
 
 // Tool is a tool the kernel runs itself.
 type Tool interface {
 	// Spec describes the tool.
 	Spec() Spec
-	// Call runs the tool with its JSON arguments. It returns when ctx ends.
-	Call(ctx context.Context, args json.RawMessage) (Result, error)
+	// Call runs the tool. It returns when ctx ends. A failure the model
+	// should read (bad arguments, a missing file) is a Result with Error
+	// set; an error return is for failures of the host itself.
+	Call(ctx context.Context, c Call) (Result, error)
+}
+
+// Subjecter is a tool whose calls consent rules can match by subject: the
+// command of shell, the path of a file tool. A rule "shell(git status*)"
+// matches the calls of shell whose subject matches "git status*".
+type Subjecter interface {
+	// Subject returns what rules match for a call with args.
+	Subject(args json.RawMessage) (string, error)
 }
 
 // Set is a set of tools by name. The zero Set is empty; a Set is not safe
@@ -92,12 +129,13 @@ func (Clock) Spec() Spec {
 	return Spec{
 		Name:        "clock",
 		Description: "Tells the current date and time (UTC, RFC 3339).",
+		ReadOnly:    true,
 		Parameters:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
 	}
 }
 
 // Call implements Tool.
-func (c Clock) Call(ctx context.Context, _ json.RawMessage) (Result, error) {
+func (c Clock) Call(ctx context.Context, _ Call) (Result, error) {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -113,16 +151,17 @@ func (Echo) Spec() Spec {
 	return Spec{
 		Name:        "echo",
 		Description: "Returns the given text unchanged.",
+		ReadOnly:    true,
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`),
 	}
 }
 
 // Call implements Tool.
-func (Echo) Call(ctx context.Context, args json.RawMessage) (Result, error) {
+func (Echo) Call(ctx context.Context, c Call) (Result, error) {
 	var a struct {
 		Text *string `json:"text"`
 	}
-	if err := json.Unmarshal(args, &a); err != nil {
+	if err := json.Unmarshal(c.Args, &a); err != nil {
 		return Result{Text: "echo needs arguments {\"text\": \"…\"}: " + err.Error(), Error: true}, nil
 	}
 	if a.Text == nil {

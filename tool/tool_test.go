@@ -22,7 +22,7 @@ func TestEcho(t *testing.T) {
 		{`[1]`, "echo needs arguments", true},
 	}
 	for _, tt := range tests {
-		res, err := tool.Echo{}.Call(context.Background(), json.RawMessage(tt.args))
+		res, err := tool.Echo{}.Call(context.Background(), tool.Call{Args: json.RawMessage(tt.args)})
 		if err != nil {
 			t.Fatalf("Call(%s) = %v", tt.args, err)
 		}
@@ -34,7 +34,7 @@ func TestEcho(t *testing.T) {
 
 func TestClock(t *testing.T) {
 	at := time.Date(2026, 11, 30, 3, 4, 5, 0, time.FixedZone("x", 3600))
-	res, err := tool.Clock{Now: func() time.Time { return at }}.Call(context.Background(), nil)
+	res, err := tool.Clock{Now: func() time.Time { return at }}.Call(context.Background(), tool.Call{})
 	if err != nil || res.Text != "2026-11-30T02:04:05Z" {
 		t.Errorf("Call() = %+v, %v, want 2026-11-30T02:04:05Z", res, err)
 	}
