@@ -108,6 +108,37 @@ type Turn interface {
 	NewID(prefix string) string
 }
 
+// Gate is the consent gate: every call of a server tool passes it before
+// it runs. The kernel implements it with the [permissions] rules and, for
+// an ask, a person's answer.
+type Gate interface {
+	// Check decides whether call may run. It may wait for a person; it
+	// returns ctx's error when the run is cancelled meanwhile.
+	Check(ctx context.Context, call GateCall) (Verdict, error)
+}
+
+// GateCall is a tool call at the gate.
+type GateCall struct {
+	// ID is the tool call's id.
+	ID string
+	// Tool is the tool called.
+	Tool tool.Tool
+	// Args is the call's JSON arguments.
+	Args json.RawMessage
+}
+
+// Verdict is the gate's answer.
+type Verdict struct {
+	// Allow says the call may run.
+	Allow bool
+	// Rule names what decided: a [permissions] rule, a default, or the
+	// person's answer. It goes into the result's outcome.
+	Rule string
+	// Message, for a refused call, is what the model reads: why, and what
+	// it may do instead.
+	Message string
+}
+
 // Result is how a loop ended.
 type Result struct {
 	// Pending lists client tool calls the client must answer in the next run.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool"
@@ -30,8 +31,11 @@ type Loop struct {
 	Searchable *tool.Set
 	// Workspace is where the session's tools work.
 	Workspace tool.Workspace
+	// Gate, when set, decides whether each server tool call may run.
+	Gate Gate
 
 	found map[string]bool // searchable tools found in this run
+	args  argChecker
 }
 
 // SearchTool is the name of the tool that finds searchable tools.
@@ -170,30 +174,111 @@ func (l *Loop) runTools(ctx context.Context, t Turn, calls []*call) ([]string, e
 			pending = append(pending, c.id)
 			continue
 		}
-		var res tool.Result
-		tl, ok := l.Tools.Lookup(c.name)
-		if !ok {
-			tl, ok = l.Searchable.Lookup(c.name)
+		res, o, err := l.runTool(ctx, t, c)
+		if err != nil {
+			return nil, err
 		}
-		if c.name == SearchTool && l.Searchable != nil {
-			res = l.search(c.args.String())
-		} else if ok {
-			var err error
-			res, err = tl.Call(ctx, tool.Call{ID: c.id, Args: argsOrEmpty(c.args.String()), Workspace: l.Workspace})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				res = tool.Result{Text: fmt.Sprintf("tool %s failed: %v", c.name, err), Error: true}
-			}
-		} else {
-			res = tool.Result{Text: fmt.Sprintf("there is no tool named %q; call one of: %s", c.name, strings.Join(l.toolNames(), ", ")), Error: true}
-		}
-		if err := t.Emit(ctx, toolResultEvents(t, c.id, res)...); err != nil {
+		if err := t.Emit(ctx, toolResultEvents(t, c.id, res, o)...); err != nil {
 			return nil, err
 		}
 	}
 	return pending, nil
+}
+
+// outcome is what TOOL_CALL_RESULT's metadata.orrery.outcome says of a call
+// beyond its status: the rule the gate applied, and whether the call's
+// surface is the stream of its live output.
+type outcome struct {
+	rule     string
+	denied   bool
+	streamed bool
+}
+
+// runTool passes one server tool call through the gate and runs it. Its
+// error ends the loop (the run was cancelled, or the session failed); a
+// failure the model should read is in the result.
+func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (tool.Result, outcome, error) {
+	var o outcome
+	if c.name == SearchTool && l.Searchable != nil {
+		return l.search(c.args.String()), o, nil
+	}
+	tl, ok := l.Tools.Lookup(c.name)
+	if !ok {
+		tl, ok = l.Searchable.Lookup(c.name)
+	}
+	if !ok {
+		return tool.Result{Text: fmt.Sprintf("there is no tool named %q; call one of: %s", c.name, strings.Join(l.toolNames(), ", ")), Error: true}, o, nil
+	}
+	args := argsOrEmpty(c.args.String())
+	if err := l.args.check(tl.Spec(), args); err != nil {
+		return tool.Result{Text: err.Error(), Error: true}, o, nil
+	}
+	if l.Gate != nil {
+		v, err := l.Gate.Check(ctx, GateCall{ID: c.id, Tool: tl, Args: args})
+		if err != nil {
+			return tool.Result{}, o, err
+		}
+		o.rule = v.Rule
+		if !v.Allow {
+			o.denied = true
+			return tool.Result{Text: v.Message, Error: true}, o, nil
+		}
+	}
+	st := &liveSurface{turn: t, ctx: ctx, id: c.id}
+	res, err := tl.Call(ctx, tool.Call{ID: c.id, Args: args, Workspace: l.Workspace, Stream: st.add})
+	o.streamed = st.started()
+	if err != nil {
+		if ctx.Err() != nil {
+			return tool.Result{}, o, ctx.Err()
+		}
+		res = tool.Result{Text: fmt.Sprintf("tool %s failed: %v", c.name, err), Error: true}
+	}
+	return res, o, nil
+}
+
+// liveSurface streams a tool's live output onto its surface in this turn's
+// state: /surfaces/<call id> becomes a stream surface whose chunks grow.
+type liveSurface struct {
+	turn Turn
+	ctx  context.Context
+	id   string
+
+	mu      sync.Mutex
+	opened  bool
+	stopped bool // the run ended: later output is dropped
+}
+
+func (s *liveSurface) add(chunk string) {
+	if chunk == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	base := "/surfaces/" + escapePointer(s.id)
+	value, _ := json.Marshal(chunk)
+	var ops []protocol.PatchOp
+	if !s.opened {
+		ops = []protocol.PatchOp{
+			{Op: "add", Path: base, Value: json.RawMessage(`{"kind":{"t":"stream","value":""}}`)},
+			{Op: "add", Path: base + "/kind/chunks", Value: json.RawMessage("[" + string(value) + "]")},
+		}
+	} else {
+		ops = []protocol.PatchOp{{Op: "add", Path: base + "/kind/chunks/-", Value: value}}
+	}
+	if err := s.turn.Emit(s.ctx, &protocol.StateDelta{Delta: ops}); err != nil {
+		s.stopped = true
+		return
+	}
+	s.opened = true
+}
+
+func (s *liveSurface) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened
 }
 
 func (l *Loop) toolNames() []string {
@@ -204,28 +289,40 @@ func (l *Loop) toolNames() []string {
 	return names
 }
 
-// toolResultEvents reports a tool's result: the tool message, and the
-// result as a text surface of this turn.
-func toolResultEvents(t Turn, callID string, res tool.Result) []protocol.Event {
+// toolResultEvents reports a tool's result: the tool message, with its
+// outcome in metadata.orrery.outcome, and the result's surface in this
+// turn's state (unless the call streamed onto its surface already).
+func toolResultEvents(t Turn, callID string, res tool.Result, o outcome) []protocol.Event {
 	status := "ok"
-	if res.Error {
+	switch {
+	case o.denied:
+		status = "denied"
+	case res.Error:
 		status = "error"
 	}
-	outcome, _ := json.Marshal(map[string]string{"status": status, "surface": callID})
-	surface, _ := json.Marshal(map[string]any{"kind": map[string]string{"t": "text", "value": res.Text}})
+	meta := map[string]string{"status": status, "surface": callID}
+	if o.rule != "" {
+		meta["rule"] = o.rule
+	}
+	outcomeJSON, _ := json.Marshal(meta)
 	result := &protocol.ToolCallResult{
 		MessageID:  t.NewID("tool"),
 		ToolCallID: callID,
 		Content:    protocol.TextContent(res.Text),
 		Role:       protocol.RoleTool,
 	}
-	result.Orrery().Outcome = outcome
-	return []protocol.Event{
-		result,
-		&protocol.StateDelta{Delta: []protocol.PatchOp{{
-			Op: "add", Path: "/surfaces/" + escapePointer(callID), Value: surface,
-		}}},
+	result.Orrery().Outcome = outcomeJSON
+	evs := []protocol.Event{result}
+	if o.streamed {
+		return evs
 	}
+	surface := res.Surface
+	if len(surface) == 0 {
+		surface, _ = json.Marshal(map[string]any{"kind": map[string]string{"t": "text", "value": res.Text}})
+	}
+	return append(evs, &protocol.StateDelta{Delta: []protocol.PatchOp{{
+		Op: "add", Path: "/surfaces/" + escapePointer(callID), Value: surface,
+	}}})
 }
 
 func escapePointer(s string) string {

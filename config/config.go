@@ -31,9 +31,10 @@ type Config struct {
 	// UI holds [ui.placements."<id>"] placement = …: where the person wants
 	// a surface that some owner places under that id.
 	UI UIConfig `toml:"ui"`
-	// Permissions are the rules per owner, [permissions."<owner>"] allow,
-	// ask, deny, such as deny = ["ui(pane.right)"].
-	Permissions ui.Permissions `toml:"permissions"`
+	// Permissions are [permissions] allow, ask and deny for tool calls,
+	// and the placement rules per owner, [permissions."<owner>"], such as
+	// deny = ["ui(pane.right)"].
+	Permissions Permissions `toml:"permissions"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`

@@ -52,7 +52,7 @@ func TestLoad(t *testing.T) {
 			name: "permissions",
 			file: "[permissions.\"ext:ci\"]\ndeny = [\"ui(pane.right)\"]\nallow = [\"ui(*)\"]\n",
 			check: func(t *testing.T, c config.Config) {
-				if r := c.Permissions["ext:ci"]; len(r.Deny) != 1 || r.Deny[0] != "ui(pane.right)" || len(r.Allow) != 1 {
+				if r := c.Permissions.Owners["ext:ci"]; len(r.Deny) != 1 || r.Deny[0] != "ui(pane.right)" || len(r.Allow) != 1 {
 					t.Errorf("Permissions = %+v, want the file's rules", c.Permissions)
 				}
 			},
@@ -67,6 +67,24 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{name: "bad configured placement", file: "[ui.placements.x]\nplacement = \"sidebar\"\n", wantErr: `ui.placements."x".placement`},
+		{
+			name: "tool permissions",
+			file: "[permissions]\nallow = [\"shell(git status*)\", \"ui(band)\"]\ndeny = [\"write_file(src/gen/**)\"]\n[permissions.agent]\ndeny = [\"ui(pane.left)\"]\n",
+			check: func(t *testing.T, c config.Config) {
+				p := c.Permissions
+				if len(p.Allow) != 2 || p.Allow[0] != "shell(git status*)" || len(p.Deny) != 1 {
+					t.Errorf("Permissions = %+v, want the top-level lists", p)
+				}
+				if r := p.Owners["agent"]; len(r.Deny) != 1 {
+					t.Errorf("Owners = %+v, want the agent's table", p.Owners)
+				}
+				if all := p.UI()["*"]; len(all.Allow) != 1 || all.Allow[0] != "ui(band)" {
+					t.Errorf("UI()[*] = %+v, want the top-level ui rule", all)
+				}
+			},
+		},
+		{name: "bad tool rule", file: "[permissions]\nallow = [\"shell(git\"]\n", wantErr: "permissions.allow"},
+		{name: "permissions list of numbers", file: "[permissions]\ndeny = [1]\n", wantErr: "permissions.deny"},
 		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},
 		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
 		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},

@@ -158,6 +158,8 @@ type Subscription struct {
 	head uint64
 	// tag is the session id to add to each frame, or "" for plain frames.
 	tag string
+	// onEnd, when set, runs once when the subscription ends.
+	onEnd func()
 }
 
 // Head is the last seq before the subscription's live frames: where its
@@ -198,13 +200,18 @@ func (s *Subscription) push(frames ...Frame) bool {
 
 func (s *Subscription) end(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return
 	}
 	s.closed = true
 	s.err = err
 	close(s.done)
+	onEnd := s.onEnd
+	s.mu.Unlock()
+	if onEnd != nil {
+		onEnd()
+	}
 }
 
 // Ready is signalled when frames are queued.

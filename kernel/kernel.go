@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/tool"
@@ -43,6 +44,17 @@ type Config struct {
 	// Permissions are the rules on what each owner may do, such as
 	// deny = ["ui(pane.right)"]; nil allows everything.
 	Permissions ui.Permissions
+	// Consent are the [permissions] rules every server tool call passes.
+	Consent consent.Rules
+	// ConsentTimeout is how long a consent request waits for an answer
+	// before it is denied; 0 means DefaultConsentTimeout.
+	ConsentTimeout time.Duration
+	// AutoApprove allows every call the rules would ask about (orrery run
+	// --yes). Deny rules still deny.
+	AutoApprove bool
+	// Workspace is where tools work: its Root is used for sessions that
+	// name no cwd, and its Extra roots widen every session's workspace.
+	Workspace tool.Workspace
 	// MaxSteps bounds the model calls of one run; 0 means the agent default.
 	MaxSteps int
 	// QueueFrames bounds each subscriber's queue; 0 means DefaultQueueFrames.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
 )
 
 // run is one agent turn in flight. It is owned by the session actor; the
@@ -18,6 +19,7 @@ type run struct {
 	cancel      context.CancelFunc
 	provider    agent.Provider
 	clientTools []protocol.Tool
+	workspace   tool.Workspace
 	usage       agent.Usage
 	// steers counts the steers that joined the run; mark is the count the
 	// loop had seen when it last read the conversation.
@@ -108,6 +110,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 		s.commits.register(sub, nil)
 	}
 	s.run = r
+	r.workspace = s.workspace()
 	s.running.Store(true)
 	s.runIDs[r.id] = true
 	if err := s.emit(r.id,
@@ -130,7 +133,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 func (s *Session) loop(r *run) {
 	defer close(r.done)
 	l := &agent.Loop{Provider: r.provider, Tools: s.k.cfg.Tools, ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
-		Searchable: uiTools(s)}
+		Searchable: uiTools(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
 	t := &turn{s: s, r: r}
 	for {
 		res := l.Run(r.ctx, t)
@@ -174,11 +177,24 @@ func errorTerminal(code, msg string) *protocol.RunError {
 	return &protocol.RunError{Message: msg, Code: code}
 }
 
+// workspace is where the session's tools work: its cwd, or the kernel's
+// default root, widened by the configured extra roots. Runs on the actor.
+func (s *Session) workspace() tool.Workspace {
+	w := s.k.cfg.Workspace
+	if s.info.Cwd != "" {
+		w.Root = s.info.Cwd
+	}
+	w.Extra = slices.Clone(w.Extra)
+	return w
+}
+
 // endRun closes what r left open, sequences its terminal event with the
 // run's usage and cost, and makes the session idle. Runs on the actor.
 func (s *Session) endRun(r *run, terminal protocol.Event) {
 	s.assertActor()
 	r.cancel()
+	// A call waiting for consent when its run ends gets no answer.
+	s.resolveAllConsent(ConsentCancelled)
 	usage := r.usage
 	cost := s.k.cfg.Prices.Cost(r.provider.Name(), r.provider.Model(), usage)
 	result := protocol.RunResult{

@@ -47,6 +47,11 @@ type Session struct {
 	// snapshotted is whether the log holds a STATE_SNAPSHOT, the baseline a
 	// client replaying from seq 1 applies later STATE_DELTAs to.
 	snapshotted bool
+	consents    map[string]*pendingConsent // consent requests awaiting an answer
+	grants      map[string]string          // tool → who allowed it for this session
+
+	// consenters counts the live subscriptions whose client draws consent.
+	consenters atomic.Int64
 }
 
 func newSession(k *Kernel, info store.Session) *Session {
@@ -390,6 +395,9 @@ type SubscribeOptions struct {
 	// Coalesce merges each run of TEXT_MESSAGE_CONTENT of one message, and of
 	// TOOL_CALL_ARGS of one call, in the replayed backlog into one frame.
 	Coalesce bool
+	// Caller is the subscribing client; one that draws consent can be
+	// asked while the subscription lives.
+	Caller Caller
 }
 
 // Subscribe returns a subscription to the session's frames. With since nil
@@ -404,6 +412,10 @@ func (s *Session) Subscribe(ctx context.Context, since *uint64) (*Subscription, 
 // SubscribeWith is Subscribe with options.
 func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	sub := newSubscription(&s.hub, s.k.cfg.QueueFrames)
+	if opts.Caller.DrawsConsent() {
+		s.consenters.Add(1)
+		sub.onEnd = func() { s.consenters.Add(-1) }
+	}
 	if opts.Tagged {
 		sub.tag = s.id
 	}

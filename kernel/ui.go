@@ -113,6 +113,13 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 			return refuse(err)
 		}
 	}
+	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text)
+}
+
+// place puts a checked surface under owner's id and announces it. Runs on
+// the actor.
+func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string) error {
+	in := ShowInput{ID: id, Title: title, Surface: surface, Fallback: fallback}
 	next, err := json.Marshal(node{
 		Placement: string(placement), Title: in.Title, Owner: string(owner),
 		Surface: in.Surface, Fallback: in.Fallback,

@@ -352,6 +352,7 @@ export interface SubagentError {
 }
 
 export type Request =
+  | ConsentAnswer
   | Hello
   | RunCancel
   | RunSend
@@ -363,6 +364,14 @@ export type Request =
   | UIHide
   | UIMove
   | UISave;
+
+export interface ConsentAnswer {
+  t: "consent.answer";
+  id: string;
+  session: string;
+  request: string;
+  option: string;
+}
 
 export interface Hello {
   t: "hello";

@@ -174,6 +174,16 @@ type UISave struct {
 	Node    string `json:"node"`
 }
 
+// ConsentAnswer answers a pending consent request with one of the options
+// its orrery.consent.requested offered. Only a client that draws consent may
+// send it; the first answer wins.
+type ConsentAnswer struct {
+	Envelope
+	Session string `json:"session"`
+	Request string `json:"request"`
+	Option  string `json:"option"`
+}
+
 // Elements a client may declare it draws (hello.draws, GET /events?draws=).
 // A client that declares anything must draw every element of RequiredDraws.
 const (
@@ -239,6 +249,7 @@ var requestKinds = map[string]func() Request{
 	"ui.move":        func() Request { return new(UIMove) },
 	"ui.hide":        func() Request { return new(UIHide) },
 	"ui.save":        func() Request { return new(UISave) },
+	"consent.answer": func() Request { return new(ConsentAnswer) },
 }
 
 // RequestKinds returns the request kinds DecodeRequest knows, sorted.

@@ -192,7 +192,7 @@ func (c *conn) handle(msg []byte) error {
 			c.reply(id, protocol.Empty{}, nil)
 		}
 	default:
-		value, err := c.s.Do(c.ctx, req)
+		value, err := c.s.Do(c.ctx, kernel.Caller{Client: c.client, Draws: c.draws}, req)
 		c.reply(id, value, err)
 	}
 	return nil
@@ -281,7 +281,7 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	if err := c.detach(q.Session); err != nil && !errors.Is(err, errNotAttached) {
 		return err
 	}
-	sub, err := sess.SubscribeWith(c.ctx, kernel.SubscribeOptions{Since: q.Since, Tagged: true, Coalesce: q.Coalesce})
+	sub, err := sess.SubscribeWith(c.ctx, kernel.SubscribeOptions{Since: q.Since, Tagged: true, Coalesce: q.Coalesce, Caller: kernel.Caller{Client: c.client, Draws: c.draws}})
 	if err != nil {
 		return err
 	}

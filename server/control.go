@@ -30,7 +30,16 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	value, err := s.Do(r.Context(), req)
+	q := r.URL.Query()
+	caller := kernel.Caller{Client: q.Get("client")}
+	if draws := q.Get("draws"); draws != "" {
+		caller.Draws = strings.Split(draws, ",")
+		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	value, err := s.Do(r.Context(), caller, req)
 	if err != nil {
 		s.kernelError(w, err)
 		return
@@ -46,9 +55,9 @@ func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, er
 	return s.k.Session(ctx, id)
 }
 
-// Do carries out one request and returns its reply value. Its errors are
-// the kernel's, which every transport maps to its own refusal.
-func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
+// Do carries out one request from caller and returns its reply value. Its
+// errors are the kernel's, which every transport maps to its own refusal.
+func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Request) (any, error) {
 	switch q := req.(type) {
 	case *protocol.SessionNew:
 		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: q.Model, Cwd: q.Cwd})
@@ -158,6 +167,18 @@ func (s *Server) Do(ctx context.Context, req protocol.Request) (any, error) {
 		key := fmt.Sprintf("ui.placements.%q.placement", id)
 		if err := s.cfg.SaveConfig(key, placement); err != nil {
 			return nil, &kernel.RequestError{Msg: "save " + key + ": " + err.Error()}
+		}
+		return protocol.Empty{}, nil
+	case *protocol.ConsentAnswer:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if q.Request == "" || q.Option == "" {
+			return nil, &kernel.RequestError{Msg: "consent.answer needs request and option: answer the request of an orrery.consent.requested event with one of its options"}
+		}
+		if err := sess.AnswerConsent(ctx, caller, q.Request, q.Option); err != nil {
+			return nil, err
 		}
 		return protocol.Empty{}, nil
 	case *protocol.Hello, *protocol.SessionAttach, *protocol.SessionDetach:

@@ -23,8 +23,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "session is missing: call GET /events?session=<id>")
 		return
 	}
+	caller := kernel.Caller{Client: q.Get("client")}
 	if draws := q.Get("draws"); draws != "" {
-		if err := protocol.CheckDraws(q.Get("client"), strings.Split(draws, ",")); err != nil {
+		caller.Draws = strings.Split(draws, ",")
+		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -49,7 +51,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.kernelError(w, err)
 		return
 	}
-	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{Since: since, Coalesce: q.Get("coalesce") == "1"})
+	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{Since: since, Coalesce: q.Get("coalesce") == "1", Caller: caller})
 	if err != nil {
 		s.kernelError(w, err)
 		return

@@ -21,6 +21,9 @@ type Spec struct {
 	// ReadOnly marks a tool that only reads: the consent gate allows it by
 	// default, where a tool that writes or executes is asked about.
 	ReadOnly bool
+	// PathSubject says the tool's subject (see Subjecter) is a path, so a
+	// * in a consent rule's subject stops at "/".
+	PathSubject bool
 }
 
 // Call is one invocation of a tool.

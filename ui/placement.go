@@ -138,6 +138,9 @@ const (
 	OwnerAgent Owner = "agent"
 	// OwnerConfig is the person, through config or /ui.
 	OwnerConfig Owner = "config"
+	// OwnerHost is the host itself, which alone places under input,
+	// consent and trust. No request may name it as an owner.
+	OwnerHost Owner = "host"
 )
 
 const extPrefix = "ext:"

@@ -66,7 +66,7 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embe
 		DefaultModel: cfg.Agent.Model,
 		Tools:        tool.Builtins(),
 		Prices:       cfg.Prices,
-		Permissions:  cfg.Permissions,
+		Permissions:  cfg.Permissions.UI(),
 		Placements:   cfg.PlacementOverrides(),
 		MaxSteps:     cfg.Agent.MaxSteps,
 		Logger:       log,

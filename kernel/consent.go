@@ -1,0 +1,315 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/consent"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
+	"github.com/getorrery/orrery/ui"
+)
+
+// Names of the CUSTOM events of the consent gate.
+const (
+	ConsentRequestedEvent = "orrery.consent.requested"
+	ConsentResolvedEvent  = "orrery.consent.resolved"
+)
+
+// DefaultConsentTimeout is how long a consent request waits for an answer
+// when Config.ConsentTimeout is 0. No answer is a deny.
+const DefaultConsentTimeout = 5 * time.Minute
+
+// The options of a consent request.
+const (
+	ConsentAllowOnce    = "allow_once"
+	ConsentAllowSession = "allow_session"
+	ConsentDeny         = "deny"
+)
+
+// The outcomes of a consent request, in orrery.consent.resolved.
+const (
+	ConsentAllowed   = "allowed"
+	ConsentDenied    = "denied"
+	ConsentCancelled = "cancelled"
+	ConsentTimedOut  = "timeout"
+)
+
+// consentID is the host's placement id for the question it asks.
+const consentID = "consent"
+
+// ConsentOption is one answer a consent request offers.
+type ConsentOption struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// ConsentRequested is the value of orrery.consent.requested.
+type ConsentRequested struct {
+	Request    string          `json:"request"`
+	ToolCallID string          `json:"toolCallId"`
+	Tool       string          `json:"tool"`
+	Subject    string          `json:"subject,omitempty"`
+	Args       json.RawMessage `json:"args"`
+	// Rule is why the call is asked about.
+	Rule    string          `json:"rule"`
+	Options []ConsentOption `json:"options"`
+	// Node is the placed question, placed:host:consent.
+	Node string `json:"node"`
+}
+
+// ConsentResolved is the value of orrery.consent.resolved.
+type ConsentResolved struct {
+	Request string `json:"request"`
+	// Outcome is allowed, denied, cancelled or timeout.
+	Outcome string `json:"outcome"`
+	// Option is the answer chosen, when a person answered.
+	Option string `json:"option,omitempty"`
+	// Client names the client that answered, when it named itself.
+	Client string `json:"client,omitempty"`
+}
+
+// Caller is who sends a request: the client's name and what it draws, as it
+// declared them in hello or in the query of GET /events or POST /control.
+type Caller struct {
+	Client string
+	Draws  []string
+}
+
+// DrawsConsent reports whether the caller declared that it draws consent.
+func (c Caller) DrawsConsent() bool { return slices.Contains(c.Draws, protocol.DrawConsent) }
+
+// pendingConsent is a consent request waiting for its answer.
+type pendingConsent struct {
+	id      string
+	tool    string
+	options []ConsentOption
+	answer  chan agent.Verdict // buffered: resolve sends exactly once
+}
+
+// gate is the kernel's consent gate for one run.
+type gate struct {
+	s *Session
+	r *run
+}
+
+var _ agent.Gate = (*gate)(nil)
+
+// Check decides a call by the rules; an ask waits for a person's answer,
+// the timeout, or the run's end.
+func (g *gate) Check(ctx context.Context, call agent.GateCall) (agent.Verdict, error) {
+	var v agent.Verdict
+	var p *pendingConsent
+	var err error
+	if derr := g.s.do(ctx, func() { v, p, err = g.s.decideConsent(g.r, call) }); derr != nil {
+		return agent.Verdict{}, derr
+	}
+	if err != nil || p == nil {
+		return v, err
+	}
+	timeout := g.s.k.cfg.ConsentTimeout
+	if timeout <= 0 {
+		timeout = DefaultConsentTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-p.answer:
+		return v, nil
+	case <-timer.C:
+		_ = g.s.do(context.WithoutCancel(ctx), func() { g.s.resolveConsent(p, ConsentTimedOut, "", Caller{}) })
+		return <-p.answer, nil
+	case <-ctx.Done():
+		// The run ended: endRun resolved the request as cancelled, or the
+		// session is closing.
+		_ = g.s.do(context.WithoutCancel(ctx), func() { g.s.resolveConsent(p, ConsentCancelled, "", Caller{}) })
+		return agent.Verdict{}, ctx.Err()
+	}
+}
+
+// subject returns what rules match for a call: its Subjecter's subject.
+func subject(t tool.Tool, args json.RawMessage) (string, bool) {
+	sj, ok := t.(tool.Subjecter)
+	if !ok {
+		return "", false
+	}
+	sub, err := sj.Subject(args)
+	if err != nil {
+		return "", false
+	}
+	return sub, true
+}
+
+// decideConsent applies the rules to a call. For an ask it places the
+// question and returns the pending request. Runs on the actor.
+func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pendingConsent, error) {
+	s.assertActor()
+	if s.run != r {
+		return agent.Verdict{}, nil, agent.ErrStopped
+	}
+	spec := call.Tool.Spec()
+	sub, _ := subject(call.Tool, call.Args)
+	c := consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject, ReadOnly: spec.ReadOnly}
+	v := s.k.cfg.Consent.Decide(c)
+	switch v.Decision {
+	case consent.Allow:
+		return agent.Verdict{Allow: true, Rule: v.Rule}, nil, nil
+	case consent.Deny:
+		return agent.Verdict{Rule: v.Rule, Message: fmt.Sprintf("%s was denied by the rule %s in [permissions]; do something else, or ask the person to change the rule", describeCall(spec.Name, sub), v.Rule)}, nil, nil
+	}
+	if who, ok := s.grants[spec.Name]; ok {
+		return agent.Verdict{Allow: true, Rule: "allowed for this session by " + who}, nil, nil
+	}
+	if s.k.cfg.AutoApprove {
+		return agent.Verdict{Allow: true, Rule: "--yes: every call that would be asked about is allowed"}, nil, nil
+	}
+	if s.consenters.Load() == 0 {
+		return agent.Verdict{Rule: v.Rule + "; no client that draws consent is attached, so the answer is deny",
+			Message: fmt.Sprintf("%s needs a person's consent (%s), and no client that can ask one is attached, so it was denied; do without it, or tell the person to allow it in [permissions] (or run with --allow or --yes)", describeCall(spec.Name, sub), v.Rule)}, nil, nil
+	}
+	p := &pendingConsent{
+		id:   newID("consent"),
+		tool: spec.Name,
+		options: []ConsentOption{
+			{ID: ConsentAllowOnce, Label: "Allow once"},
+			{ID: ConsentAllowSession, Label: "Allow " + spec.Name + " for this session"},
+			{ID: ConsentDeny, Label: "Deny"},
+		},
+		answer: make(chan agent.Verdict, 1),
+	}
+	choices := make([]map[string]string, len(p.options))
+	for i, o := range p.options {
+		choices[i] = map[string]string{"label": o.Label, "value": o.ID}
+	}
+	surface, err := json.Marshal(map[string]any{"kind": map[string]any{
+		"t":       "question",
+		"prompt":  "Allow " + describeCall(spec.Name, sub) + "?",
+		"detail":  "Asked because of " + v.Rule + ". Arguments: " + string(call.Args),
+		"choices": choices,
+	}})
+	if err != nil {
+		return agent.Verdict{}, nil, fmt.Errorf("encode consent question: %w", err)
+	}
+	text, err := ui.Text(surface)
+	if err != nil {
+		return agent.Verdict{}, nil, fmt.Errorf("consent question: %w", err)
+	}
+	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text); err != nil {
+		return agent.Verdict{}, nil, err
+	}
+	req, err := json.Marshal(ConsentRequested{
+		Request: p.id, ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args,
+		Rule: v.Rule, Options: p.options, Node: ui.NodeID(ui.OwnerHost, consentID),
+	})
+	if err != nil {
+		return agent.Verdict{}, nil, fmt.Errorf("encode consent request: %w", err)
+	}
+	if err := s.emit(s.runID(), &protocol.Custom{Name: ConsentRequestedEvent, Value: req}); err != nil {
+		return agent.Verdict{}, nil, err
+	}
+	if s.consents == nil {
+		s.consents = make(map[string]*pendingConsent)
+	}
+	s.consents[p.id] = p
+	return agent.Verdict{}, p, nil
+}
+
+func describeCall(name, subject string) string {
+	if subject == "" {
+		return name
+	}
+	return fmt.Sprintf("%s(%s)", name, subject)
+}
+
+// resolveConsent ends a pending request: it removes the question, tells
+// every client, and hands the verdict to the waiting call. A request that
+// is already resolved is left alone, so the first answer wins. Runs on the
+// actor.
+func (s *Session) resolveConsent(p *pendingConsent, outcome, option string, by Caller) {
+	s.assertActor()
+	if s.consents[p.id] != p {
+		return
+	}
+	delete(s.consents, p.id)
+	who := by.Client
+	if who == "" {
+		who = "a client"
+	}
+	var v agent.Verdict
+	switch outcome {
+	case ConsentAllowed:
+		v = agent.Verdict{Allow: true, Rule: "allowed once by " + who}
+		if option == ConsentAllowSession {
+			v.Rule = "allowed for this session by " + who
+			if s.grants == nil {
+				s.grants = make(map[string]string)
+			}
+			s.grants[p.tool] = who
+		}
+	case ConsentDenied:
+		v = agent.Verdict{Rule: "denied by " + who, Message: "the person denied this call; do not retry it: do something else or ask them what they want"}
+	case ConsentTimedOut:
+		v = agent.Verdict{Rule: "no answer in time, so the answer is deny", Message: "nobody answered the consent request in time, so the call was denied; do without it or ask the person"}
+	default:
+		v = agent.Verdict{Rule: "cancelled", Message: "the run was cancelled while this call waited for consent"}
+	}
+	resolved, _ := json.Marshal(ConsentResolved{Request: p.id, Outcome: outcome, Option: option, Client: by.Client})
+	evs := []protocol.Event{}
+	if prev, _ := s.state.node(ui.NodeID(ui.OwnerHost, consentID)); prev != nil {
+		unplaced, _ := json.Marshal(Unplaced{ID: consentID, Owner: string(ui.OwnerHost)})
+		evs = append(evs,
+			&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "remove", Path: ui.NodePath(ui.OwnerHost, consentID)}}},
+			&protocol.Custom{Name: UnplacedEvent, Value: unplaced})
+	}
+	evs = append(evs, &protocol.Custom{Name: ConsentResolvedEvent, Value: resolved})
+	if err := s.emit(s.runID(), evs...); err != nil {
+		s.k.log.Error("resolve consent", "session", s.id, "request", p.id, "err", err)
+	}
+	p.answer <- v
+}
+
+// resolveAllConsent resolves every pending request with outcome. Runs on
+// the actor.
+func (s *Session) resolveAllConsent(outcome string) {
+	for _, p := range s.consents {
+		s.resolveConsent(p, outcome, "", Caller{})
+	}
+}
+
+// AnswerConsent answers a pending consent request with one of its options.
+// Only a caller that draws consent may answer; the first answer wins and a
+// later one is refused.
+func (s *Session) AnswerConsent(ctx context.Context, by Caller, request, option string) error {
+	if !by.DrawsConsent() {
+		return &RequestError{Msg: "this client does not draw consent, so it cannot answer a consent request: declare draws including \"consent\" (in hello, or ?draws=thread,tools,consent)"}
+	}
+	var err error
+	if derr := s.do(ctx, func() {
+		p, ok := s.consents[request]
+		if !ok {
+			err = &RequestError{Msg: fmt.Sprintf("no consent request %q is pending in session %s: it was answered, timed out or cancelled, or never asked", request, s.id)}
+			return
+		}
+		var ids []string
+		for _, o := range p.options {
+			ids = append(ids, o.ID)
+		}
+		if !slices.Contains(ids, option) {
+			err = &RequestError{Msg: fmt.Sprintf("option %q was not offered: answer with one of %s", option, strings.Join(ids, ", "))}
+			return
+		}
+		outcome := ConsentAllowed
+		if option == ConsentDeny {
+			outcome = ConsentDenied
+		}
+		s.resolveConsent(p, outcome, option, by)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
