@@ -538,7 +538,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of hello, run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, run.cancel, run.send"},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},
