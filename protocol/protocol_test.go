@@ -501,6 +501,8 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIHide{Envelope: env("ui.hide"), Session: "s", Node: "placed:agent:todo"}},
 		{`{"t":"ui.save","id":"q1","session":"s","node":"placed:agent:todo"}`,
 			&protocol.UISave{Envelope: env("ui.save"), Session: "s", Node: "placed:agent:todo"}},
+		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
+			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
 	}
 	var kinds []string
 	for _, tt := range tests {
