@@ -35,6 +35,10 @@ type Config struct {
 	// and the placement rules per owner, [permissions."<owner>"], such as
 	// deny = ["ui(pane.right)"].
 	Permissions Permissions `toml:"permissions"`
+	// Consent is the [consent] table: how the gate asks.
+	Consent ConsentConfig `toml:"consent"`
+	// Workspace is the [workspace] table: where tools may reach.
+	Workspace WorkspaceConfig `toml:"workspace"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -72,6 +76,20 @@ func (c *Config) PlacementOverrides() map[string]string {
 	return out
 }
 
+// ConsentConfig is the [consent] table.
+type ConsentConfig struct {
+	// Timeout is how long a consent request waits for an answer before it
+	// is denied.
+	Timeout Duration `toml:"timeout"`
+}
+
+// WorkspaceConfig is the [workspace] table.
+type WorkspaceConfig struct {
+	// Extra are directories outside a session's cwd that its tools may
+	// also read and write.
+	Extra []string `toml:"extra"`
+}
+
 // AgentConfig is the [agent] table.
 type AgentConfig struct {
 	Model    string `toml:"model"`
@@ -97,10 +115,11 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		Server: ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}},
-		Store:  StoreConfig{Data: DefaultDataDir()},
-		Agent:  AgentConfig{Model: "offline", MaxSteps: agent.DefaultMaxSteps},
-		Prices: agent.PriceTable{},
+		Server:  ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}},
+		Store:   StoreConfig{Data: DefaultDataDir()},
+		Agent:   AgentConfig{Model: "offline", MaxSteps: agent.DefaultMaxSteps},
+		Prices:  agent.PriceTable{},
+		Consent: ConsentConfig{Timeout: Duration{5 * time.Minute}},
 	}
 }
 
@@ -257,6 +276,13 @@ func (c *Config) Validate() error {
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
 	case c.Agent.MaxSteps < 1:
 		return fmt.Errorf("agent.max_steps is %d: set it to 1 or more", c.Agent.MaxSteps)
+	case c.Consent.Timeout.Duration < time.Second:
+		return fmt.Errorf("consent.timeout is %s: set it to at least 1s", c.Consent.Timeout)
+	}
+	for i, dir := range c.Workspace.Extra {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("workspace.extra[%d] is %q: write an absolute path", i, dir)
+		}
 	}
 	if err := c.Permissions.Validate(); err != nil {
 		return err

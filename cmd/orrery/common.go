@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/config"
@@ -51,8 +52,10 @@ type embedded struct {
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
-// closing any run a dead process left in flight.
-func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embedded, error) {
+// closing any run a dead process left in flight. Tools work in the current
+// directory unless a session names its own cwd. opts adjust the kernel's
+// config last (orrery run's --yes).
+func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...func(*kernel.Config)) (*embedded, error) {
 	if _, err := models.Resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
@@ -60,17 +63,29 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger) (*embe
 	if err != nil {
 		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
 	}
-	k := kernel.New(kernel.Config{
-		Store:        st,
-		Models:       models.Resolve,
-		DefaultModel: cfg.Agent.Model,
-		Tools:        tool.Builtins(),
-		Prices:       cfg.Prices,
-		Permissions:  cfg.Permissions.UI(),
-		Placements:   cfg.PlacementOverrides(),
-		MaxSteps:     cfg.Agent.MaxSteps,
-		Logger:       log,
-	})
+	cwd, err := os.Getwd()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("find the current directory, the default workspace: %w", err)
+	}
+	kc := kernel.Config{
+		Store:          st,
+		Models:         models.Resolve,
+		DefaultModel:   cfg.Agent.Model,
+		Tools:          tool.Builtins(),
+		Prices:         cfg.Prices,
+		Permissions:    cfg.Permissions.UI(),
+		Consent:        cfg.Permissions.Rules,
+		ConsentTimeout: cfg.Consent.Timeout.Duration,
+		Workspace:      tool.Workspace{Root: cwd, Extra: cfg.Workspace.Extra},
+		Placements:     cfg.PlacementOverrides(),
+		MaxSteps:       cfg.Agent.MaxSteps,
+		Logger:         log,
+	}
+	for _, o := range opts {
+		o(&kc)
+	}
+	k := kernel.New(kc)
 	if err := k.Open(ctx); err != nil {
 		st.Close()
 		return nil, err

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
+	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -19,6 +21,22 @@ type runCmd struct {
 	prompt  string
 	json    bool
 	session string
+	allow   ruleList
+	deny    ruleList
+	yes     bool
+}
+
+// ruleList is a repeatable flag of permission rules.
+type ruleList []string
+
+func (r *ruleList) String() string { return strings.Join(*r, ", ") }
+
+func (r *ruleList) Set(v string) error {
+	if err := (consent.Rules{Allow: []string{v}}).Validate(); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "permissions.allow: "))
+	}
+	*r = append(*r, v)
+	return nil
 }
 
 func (c *runCmd) Synopsis() string {
@@ -26,11 +44,14 @@ func (c *runCmd) Synopsis() string {
 }
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "run", "run -p PROMPT [--model NAME] [--json] [--session ID] [--data DIR]")
+	fs := newFlagSet(c.env, "run", "run -p PROMPT [--model NAME] [--json] [--session ID] [--allow RULE]... [--deny RULE]... [--yes] [--data DIR]")
 	c.common.register(fs, true)
 	fs.StringVar(&c.prompt, "p", "", "the prompt; - reads it from standard input")
 	fs.BoolVar(&c.json, "json", false, "print every frame of the run as one JSON line (AG-UI events) instead of the answer's text")
 	fs.StringVar(&c.session, "session", "", "continue this session instead of starting a new one")
+	fs.Var(&c.allow, "allow", "allow tool calls that match this rule, such as 'shell(go test*)' (repeatable)")
+	fs.Var(&c.deny, "deny", "deny tool calls that match this rule, such as 'write_file(**)' (repeatable)")
+	fs.BoolVar(&c.yes, "yes", false, "allow every tool call that would be asked about (deny rules still deny): for scripts that accept the risk")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -48,7 +69,11 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := openKernel(ctx, cfg, newLogger(c.env, slog.LevelWarn))
+	// Nobody can be asked here: a call that would be asked about is denied
+	// unless --allow or --yes covers it.
+	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
+	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
+	k, err := openKernel(ctx, cfg, newLogger(c.env, slog.LevelWarn), func(kc *kernel.Config) { kc.AutoApprove = c.yes })
 	if err != nil {
 		return err
 	}
@@ -138,6 +163,12 @@ func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, e
 		if !c.json {
 			out.Flush()
 			fmt.Fprintf(c.env.stderr, "→ %s\n", e.ToolCallName)
+		}
+	case *protocol.ToolCallResult:
+		var o struct{ Status, Rule string }
+		if json.Unmarshal(e.Orrery().Outcome, &o) == nil && o.Status == "denied" && !c.json {
+			out.Flush()
+			fmt.Fprintf(c.env.stderr, "✗ denied (%s): pass --allow RULE or --yes to allow such calls\n", o.Rule)
 		}
 	case *protocol.RunFinished:
 		if e.RunID == runID {
