@@ -3,12 +3,22 @@
 // reasoning, text and tool calls. It exists so that a fresh install shows the
 // whole event vocabulary (reasoning, streamed text, tool calls and results)
 // before any real model is configured.
+//
+// What it understands, for a newcomer to try:
+//   - "what time is it", "echo TEXT": the clock and echo tools;
+//   - "run `CMD`" (or "run a command"): the shell tool, whose output streams
+//     onto a surface after the consent prompt;
+//   - "write a file NAME" and "edit NAME replace OLD with NEW": the file
+//     tools, whose result is a diff;
+//   - "show …" and "show me a chart of …": a table or a chart placed in the
+//     right pane, through tools.search and ui.show.
 package offline
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -116,9 +126,12 @@ func planCalls(prompt string, req agent.Request) []plannedCall {
 		words[w] = true
 	}
 	var calls []plannedCall
-	if (words["show"] || words["display"]) && offered(req, "tools.search") && !offered(req, "ui.show") {
+	if (words["show"] || words["display"] || words["chart"]) && offered(req, "tools.search") && !offered(req, "ui.show") {
 		// ui.show is not in every request: find it first.
 		return []plannedCall{{name: "tools.search", args: `{"query":"show surface"}`}}
+	}
+	if c, ok := planWork(prompt, words, req); ok {
+		return []plannedCall{c}
 	}
 	for _, spec := range req.Tools {
 		name := spec.Name
@@ -148,8 +161,46 @@ func offered(req agent.Request, name string) bool {
 	return false
 }
 
+// demoCommand is what "run a command" runs when the prompt names none: a
+// few lines spaced out in time, so the stream is visible.
+const demoCommand = "for i in 1 2 3; do echo \"step $i of 3\"; sleep 0.3; done; echo done"
+
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	editRE     = regexp.MustCompile(`(?i)\bedit\s+(\S+)\s+replace\s+"?(.+?)"?\s+with\s+"?(.*?)"?\s*$`)
+	fileName   = regexp.MustCompile(`[\w./-]+\.[A-Za-z0-9]+`)
+)
+
+// planWork picks the coding tool a prompt asks for: shell for "run",
+// write_file for "write a file", edit_file for "edit PATH replace A with B".
+func planWork(prompt string, words map[string]bool, req agent.Request) (plannedCall, bool) {
+	marshal := func(name string, v any) (plannedCall, bool) {
+		args, _ := json.Marshal(v)
+		return plannedCall{name: name, args: string(args)}, true
+	}
+	if m := editRE.FindStringSubmatch(prompt); m != nil && offered(req, "edit_file") {
+		return marshal("edit_file", map[string]string{"path": m[1], "old_string": m[2], "new_string": m[3]})
+	}
+	if words["write"] && words["file"] && offered(req, "write_file") {
+		path := "orrery-demo.txt"
+		if f := fileName.FindString(prompt); f != "" {
+			path = f
+		}
+		return marshal("write_file", map[string]string{"path": path, "content": "Hello from Orrery's offline model.\nEdit me: edit " + path + " replace Hello with Goodbye\n"})
+	}
+	if (words["run"] || words["shell"] || words["execute"]) && offered(req, "shell") {
+		cmd := demoCommand
+		if m := backticked.FindStringSubmatch(prompt); m != nil {
+			cmd = m[1]
+		}
+		return marshal("shell", map[string]string{"command": cmd})
+	}
+	return plannedCall{}, false
+}
+
 // planShow follows a tools.search that found ui.show: it shows the words of
-// the prompt as a table in the right pane.
+// the prompt as a table in the right pane, or, when the prompt asks for a
+// chart, their lengths as a bar chart.
 func planShow(req agent.Request) (plan, bool) {
 	msgs := req.Messages
 	last := msgs[len(msgs)-1]
@@ -164,8 +215,12 @@ func planShow(req agent.Request) (plan, bool) {
 	if called != "tools.search" || !offered(req, "ui.show") {
 		return plan{}, false
 	}
+	prompt := lastUserText(msgs)
+	if strings.Contains(strings.ToLower(prompt), "chart") {
+		return planChart(prompt), true
+	}
 	rows := [][]string{}
-	for i, w := range strings.Fields(lastUserText(msgs)) {
+	for i, w := range strings.Fields(prompt) {
 		rows = append(rows, []string{fmt.Sprint(i + 1), w})
 	}
 	args, _ := json.Marshal(map[string]any{
@@ -177,6 +232,40 @@ func planShow(req agent.Request) (plan, bool) {
 		text:      "Showing your prompt as a table.",
 		calls:     []plannedCall{{name: "ui.show", args: string(args)}},
 	}, true
+}
+
+// planChart charts the words after "chart of" (or the whole prompt): one
+// bar per word, as long as the word.
+func planChart(prompt string) plan {
+	subject := prompt
+	if i := strings.Index(strings.ToLower(prompt), "chart of"); i >= 0 {
+		subject = prompt[i+len("chart of"):]
+	}
+	var labels []string
+	var values []int
+	for _, w := range strings.Fields(subject) {
+		w = strings.Trim(w, ".,;:!?\"'")
+		if w == "" || len(labels) == 32 {
+			continue
+		}
+		labels = append(labels, w)
+		values = append(values, len([]rune(w)))
+	}
+	if len(labels) == 0 {
+		labels, values = []string{"empty"}, []int{0}
+	}
+	args, _ := json.Marshal(map[string]any{
+		"id": "offline-chart", "placement": "pane.right", "title": "Letters per word",
+		"surface": map[string]any{"kind": map[string]any{
+			"t": "chart", "kind": "bars", "labels": labels,
+			"series": []map[string]any{{"label": "letters", "values": values}},
+		}},
+	})
+	return plan{
+		reasoning: "The search found ui.show. I will chart how many letters each word has, in the right pane.",
+		text:      "Charting your words in the right pane.",
+		calls:     []plannedCall{{name: "ui.show", args: string(args)}},
+	}
 }
 
 // planToolReport answers the tool results that end the conversation.
