@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/ui"
@@ -23,7 +24,11 @@ type showTool struct{ s *Session }
 var _ tool.Tool = (*showTool)(nil)
 
 // showKinds describes every surface kind and its fields, for the model.
-func showKinds() string {
+// showKinds lists the surface kinds and their fields for ui.show's
+// description; the list is worked out once from the schemas.
+var showKinds = sync.OnceValue(listKinds)
+
+func listKinds() string {
 	var b strings.Builder
 	for _, kind := range ui.Kinds() {
 		schema, ok := ui.Schema(kind)
