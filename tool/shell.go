@@ -277,3 +277,9 @@ func trimUTF8(head, tail []byte) ([]byte, []byte) {
 	}
 	return head, tail
 }
+
+// SubjectIn implements WorkspaceSubjecter: the command line, the same in
+// every workspace.
+func (s Shell) SubjectIn(_ Workspace, args json.RawMessage) (string, error) {
+	return s.Subject(args)
+}
