@@ -45,6 +45,8 @@ func decodeArgs(tool, usage string, raw json.RawMessage, v any) *argsError {
 			return fail(fmt.Sprintf("%s must be %s, not a JSON %s", te.Field, kindName(te.Type.Kind().String()), te.Value))
 		case errors.As(err, &se):
 			return fail("the arguments are not valid JSON (" + se.Error() + ")")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return fail("the arguments are not valid JSON (they end too early)")
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return fail("there is no argument " + strings.TrimPrefix(err.Error(), "json: unknown field "))
 		default:

@@ -25,11 +25,14 @@ func newWorkspace(t *testing.T, files map[string]string) (tool.Workspace, string
 	}
 	for name, content := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
-		}
-		if strings.HasSuffix(name, "/") {
-			continue
 		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
