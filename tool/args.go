@@ -64,6 +64,11 @@ func missing(tool, usage, name string) *argsError {
 	return &argsError{tool, usage, name + " is missing"}
 }
 
+// emptyPath returns the failure for a file path given as "".
+func emptyPath(tool, usage string) *argsError {
+	return &argsError{tool, usage, `path is empty; pass a file path relative to the workspace root, such as "README.md"`}
+}
+
 // kindName names a Go kind as the JSON type a model writes.
 func kindName(kind string) string {
 	switch kind {

@@ -35,6 +35,9 @@ func (WriteFile) args(raw json.RawMessage) (writeFileArgs, *argsError) {
 	if a.Path == nil {
 		return a, missing("write_file", writeFileUsage, "path")
 	}
+	if *a.Path == "" {
+		return a, emptyPath("write_file", writeFileUsage)
+	}
 	if a.Content == nil {
 		return a, missing("write_file", writeFileUsage, "content")
 	}
@@ -137,6 +140,9 @@ func (EditFile) args(raw json.RawMessage) (editFileArgs, *argsError) {
 		if !f.set {
 			return a, missing("edit_file", editFileUsage, f.name)
 		}
+	}
+	if *a.Path == "" {
+		return a, emptyPath("edit_file", editFileUsage)
 	}
 	if *a.OldString == "" {
 		return a, &argsError{"edit_file", editFileUsage, "old_string is empty; quote the exact text to replace (to write a whole file, use write_file)"}

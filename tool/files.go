@@ -105,6 +105,9 @@ func (ReadFile) args(raw json.RawMessage) (readFileArgs, *argsError) {
 	if a.Path == nil {
 		return a, missing("read_file", readFileUsage, "path")
 	}
+	if *a.Path == "" {
+		return a, emptyPath("read_file", readFileUsage)
+	}
 	if a.Offset != nil && *a.Offset < 1 {
 		return a, &argsError{"read_file", readFileUsage, fmt.Sprintf("offset %d is not a line number; lines count from 1", *a.Offset)}
 	}
