@@ -1,7 +1,8 @@
+//go:build unix
+
 package tool_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,16 +14,6 @@ import (
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/ui"
 )
-
-// call runs t with args in ws and fails the test on a Go error.
-func call(t *testing.T, tl tool.Tool, ws tool.Workspace, args string) tool.Result {
-	t.Helper()
-	res, err := tl.Call(context.Background(), tool.Call{ID: "c1", Args: json.RawMessage(args), Workspace: ws})
-	if err != nil {
-		t.Fatalf("%s.Call(%s) error = %v", tl.Spec().Name, args, err)
-	}
-	return res
-}
 
 // numbered returns lines from..to of a file whose line i is "line i", as
 // read_file shows them.

@@ -65,10 +65,11 @@ func (Glob) args(raw json.RawMessage) (pattern, dir string, err *argsError) {
 	if a.Path != nil && *a.Path != "" {
 		dir = *a.Path
 	}
-	if reason := checkPattern(*a.Pattern); reason != "" {
+	pattern = strings.TrimPrefix(*a.Pattern, "./")
+	if reason := checkPattern(pattern); reason != "" {
 		return "", "", &argsError{"glob", globUsage, reason}
 	}
-	return *a.Pattern, dir, nil
+	return pattern, dir, nil
 }
 
 // checkPattern returns why pattern cannot be used, or "".
@@ -250,7 +251,7 @@ func (Grep) args(raw json.RawMessage) (grepQuery, *argsError) {
 		if reason := checkPattern(*a.Glob); reason != "" {
 			return grepQuery{}, &argsError{"grep", grepUsage, "glob " + strings.TrimPrefix(reason, "pattern ")}
 		}
-		q.glob = *a.Glob
+		q.glob = strings.TrimPrefix(*a.Glob, "./")
 	}
 	expr := *a.Pattern
 	if a.IgnoreCase != nil && *a.IgnoreCase {

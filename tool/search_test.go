@@ -35,6 +35,7 @@ func TestGlob(t *testing.T) {
 	}{
 		{"double star", `{"pattern":"**/*.go"}`, "cmd/app/main.go\ncmd/app/main_test.go\nmain.go\npkg/util/strings.go\n", false},
 		{"one level", `{"pattern":"*.go"}`, "main.go\n", false},
+		{"leading dot slash", `{"pattern":"./cmd/**/main.go"}`, "cmd/app/main.go\n", false},
 		{"static prefix", `{"pattern":"cmd/*/main.go"}`, "cmd/app/main.go\n", false},
 		{"under path", `{"pattern":"**/*.ts","path":"web"}`, "web/src/app.ts\nweb/src/deep/more/two.ts\n", false},
 		{"alternatives", `{"pattern":"**/*.{ts,txt}"}`, "pkg/util/notes.txt\nweb/src/app.ts\nweb/src/deep/more/two.ts\n", false},

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -140,15 +139,7 @@ func (s Shell) Call(ctx context.Context, c Call) (Result, error) {
 	cmd := exec.CommandContext(runCtx, "/bin/sh", "-c", *a.Command)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The group's id is the shell's pid (Setpgid with Pgid 0).
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone
-		}
-		return err
-	}
+	ownProcessGroup(cmd)
 	cmd.WaitDelay = shellWaitDelay
 	out := &outputBuffer{limit: s.maxOutput(), stream: c.Stream}
 	cmd.Stdout = out
@@ -169,8 +160,8 @@ func (s Shell) Call(ctx context.Context, c Call) (Result, error) {
 	case errors.Is(err, exec.ErrWaitDelay):
 		return Result{Text: text + "exit status 0; a background process kept the output open, so its later output is not shown: redirect its output to a file"}, nil
 	case errors.As(err, &exitErr):
-		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return Result{Text: text + fmt.Sprintf("killed by signal %d (%s)", ws.Signal(), ws.Signal()), Error: true}, nil
+		if sig := signalOf(exitErr); sig != "" {
+			return Result{Text: text + "killed by " + sig, Error: true}, nil
 		}
 		return Result{Text: text + fmt.Sprintf("exit status %d", exitErr.ExitCode()), Error: true}, nil
 	default:

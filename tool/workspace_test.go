@@ -1,6 +1,8 @@
 package tool_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +11,16 @@ import (
 
 	"github.com/getorrery/orrery/tool"
 )
+
+// call runs t with args in ws and fails the test on a Go error.
+func call(t *testing.T, tl tool.Tool, ws tool.Workspace, args string) tool.Result {
+	t.Helper()
+	res, err := tl.Call(context.Background(), tool.Call{ID: "c1", Args: json.RawMessage(args), Workspace: ws})
+	if err != nil {
+		t.Fatalf("%s.Call(%s) error = %v", tl.Spec().Name, args, err)
+	}
+	return res
+}
 
 // newWorkspace returns a workspace rooted in a fresh temporary directory
 // (symlinks resolved), holding the given files, and the directory outside
