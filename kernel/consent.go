@@ -132,17 +132,23 @@ func (g *gate) Check(ctx context.Context, call agent.GateCall) (agent.Verdict, e
 	}
 }
 
-// subject returns what rules match for a call: its Subjecter's subject.
-func subject(t tool.Tool, args json.RawMessage) (string, bool) {
+// subject returns what rules match for a call: a file tool's path resolved
+// in the workspace and shown relative to its root (so no spelling of a
+// path dodges a rule), or a Subjecter's subject. The error is a path the
+// workspace refuses.
+func subject(t tool.Tool, ws tool.Workspace, args json.RawMessage) (string, error) {
+	if wsj, ok := t.(tool.WorkspaceSubjecter); ok {
+		return wsj.SubjectIn(ws, args)
+	}
 	sj, ok := t.(tool.Subjecter)
 	if !ok {
-		return "", false
+		return "", nil
 	}
 	sub, err := sj.Subject(args)
 	if err != nil {
-		return "", false
+		return "", nil // the tool refuses its own bad arguments
 	}
-	return sub, true
+	return sub, nil
 }
 
 // decideConsent applies the rules to a call. For an ask it places the
@@ -153,7 +159,10 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 		return agent.Verdict{}, nil, agent.ErrStopped
 	}
 	spec := call.Tool.Spec()
-	sub, _ := subject(call.Tool, call.Args)
+	sub, err := subject(call.Tool, r.workspace, call.Args)
+	if err != nil {
+		return agent.Verdict{Rule: "the workspace refuses the path", Message: err.Error()}, nil, nil
+	}
 	c := consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject, ReadOnly: spec.ReadOnly}
 	v := s.k.cfg.Consent.Decide(c)
 	switch v.Decision {

@@ -47,7 +47,8 @@ func (WriteFile) args(raw json.RawMessage) (writeFileArgs, *argsError) {
 // Spec implements Tool.
 func (WriteFile) Spec() Spec {
 	return Spec{
-		Name: "write_file",
+		Name:        "write_file",
+		PathSubject: true,
 		Description: "Writes content as the whole of a file in the workspace, creating the file and its parent directories if needed " +
 			"and replacing what was there. To change part of an existing file, prefer edit_file.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
@@ -156,7 +157,8 @@ func (EditFile) args(raw json.RawMessage) (editFileArgs, *argsError) {
 // Spec implements Tool.
 func (EditFile) Spec() Spec {
 	return Spec{
-		Name: "edit_file",
+		Name:        "edit_file",
+		PathSubject: true,
 		Description: "Edits a file in the workspace by replacing old_string with new_string, both exact text including whitespace and indentation. " +
 			"old_string must occur exactly once in the file (include enough surrounding lines to make it unique), " +
 			"unless replace_all is true, which replaces every occurrence. Read the file first to copy the text exactly.",

@@ -120,7 +120,8 @@ func (ReadFile) args(raw json.RawMessage) (readFileArgs, *argsError) {
 // Spec implements Tool.
 func (ReadFile) Spec() Spec {
 	return Spec{
-		Name: "read_file",
+		Name:        "read_file",
+		PathSubject: true,
 		Description: fmt.Sprintf("Reads a text file in the workspace and returns its lines numbered from 1, like cat -n. "+
 			"Returns at most %d lines or %d KiB per call; pass offset (the first line to show) and limit to read further. "+
 			"Refuses directories (use list_files) and binary files.", ReadFileMaxLines, ReadFileMaxBytes>>10),
@@ -297,7 +298,8 @@ func (ListFiles) args(raw json.RawMessage) (string, *argsError) {
 // Spec implements Tool.
 func (ListFiles) Spec() Spec {
 	return Spec{
-		Name: "list_files",
+		Name:        "list_files",
+		PathSubject: true,
 		Description: fmt.Sprintf("Lists a directory's entries, sorted by name, directories marked with a trailing /. "+
 			"path defaults to the workspace root. Shows at most %d entries; use glob to find files deeper down.", ListFilesMax),
 		ReadOnly: true,

@@ -90,7 +90,8 @@ func checkPattern(pattern string) string {
 // Spec implements Tool.
 func (Glob) Spec() Spec {
 	return Spec{
-		Name: "glob",
+		Name:        "glob",
+		PathSubject: true,
 		Description: fmt.Sprintf("Finds files and directories whose path (relative to path, default the workspace root) matches a glob pattern: "+
 			"* and ? within one path element, ** across directories, [abc] and {a,b}. For example **/*_test.go or cmd/*/main.go. "+
 			"Returns workspace-relative paths, sorted, directories ending in /, at most %d; .git and node_modules are skipped.", GlobMax),
@@ -268,7 +269,8 @@ func (Grep) args(raw json.RawMessage) (grepQuery, *argsError) {
 // Spec implements Tool.
 func (Grep) Spec() Spec {
 	return Spec{
-		Name: "grep",
+		Name:        "grep",
+		PathSubject: true,
 		Description: fmt.Sprintf("Searches text files for lines matching a Go (RE2) regular expression and returns them as file:line: text. "+
 			"path is a file or a directory searched recursively (default the workspace root); glob keeps only files whose name "+
 			"(or, if it has a /, whose path under path) matches, such as *.go or src/**/*.ts. Binary files, .git and node_modules are skipped. "+

@@ -72,7 +72,7 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger, opts .
 		Store:          st,
 		Models:         models.Resolve,
 		DefaultModel:   cfg.Agent.Model,
-		Tools:          tool.Builtins(),
+		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
 		Prices:         cfg.Prices,
 		Permissions:    cfg.Permissions.UI(),
 		Consent:        cfg.Permissions.Rules,

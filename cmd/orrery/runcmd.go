@@ -168,7 +168,11 @@ func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, e
 		var o struct{ Status, Rule string }
 		if json.Unmarshal(e.Orrery().Outcome, &o) == nil && o.Status == "denied" && !c.json {
 			out.Flush()
-			fmt.Fprintf(c.env.stderr, "✗ denied (%s): pass --allow RULE or --yes to allow such calls\n", o.Rule)
+			if strings.HasPrefix(o.Rule, "deny = ") {
+				fmt.Fprintf(c.env.stderr, "✗ denied by the rule %s: a deny rule wins over --allow and --yes; remove it to allow such calls\n", o.Rule)
+			} else {
+				fmt.Fprintf(c.env.stderr, "✗ denied (%s): pass --allow RULE or --yes to allow such calls\n", o.Rule)
+			}
 		}
 	case *protocol.RunFinished:
 		if e.RunID == runID {

@@ -1,0 +1,115 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
+)
+
+// codingEnv is a kernel with the coding tools, the offline model and every
+// ask allowed, working in a fresh directory.
+func codingEnv(t *testing.T) (*kernel.Session, string) {
+	t.Helper()
+	dir := t.TempDir()
+	e := newEnv(t, "offline", func(c *kernel.Config) {
+		c.Tools = tool.NewSet(tool.Coding(tool.Shell{})...)
+		c.Workspace = tool.Workspace{Root: dir}
+		c.AutoApprove = true
+	})
+	return e.session(t), dir
+}
+
+func TestShellStreamsOntoItsSurface(t *testing.T) {
+	s, _ := codingEnv(t)
+	evs, _ := send(t, s, kernel.SendInput{Text: "run `echo one; sleep 0.1; echo two`"})
+	var chunks []string
+	var surfacePath string
+	for _, ev := range evs {
+		d, ok := ev.(*protocol.StateDelta)
+		if !ok {
+			continue
+		}
+		for _, op := range d.Delta {
+			switch {
+			case strings.HasSuffix(op.Path, "/kind/chunks"):
+				var first []string
+				if err := json.Unmarshal(op.Value, &first); err != nil {
+					t.Fatal(err)
+				}
+				chunks = append(chunks, first...)
+				surfacePath = strings.TrimSuffix(op.Path, "/kind/chunks")
+			case strings.HasSuffix(op.Path, "/kind/chunks/-"):
+				var c string
+				if err := json.Unmarshal(op.Value, &c); err != nil {
+					t.Fatal(err)
+				}
+				chunks = append(chunks, c)
+			case surfacePath != "" && op.Path == surfacePath:
+				t.Errorf("the streamed surface was replaced by %s", op.Value)
+			}
+		}
+	}
+	if got := strings.Join(chunks, ""); got != "one\ntwo\n" {
+		t.Errorf("streamed chunks join to %q, want the command's output", got)
+	}
+	if len(chunks) < 2 {
+		t.Errorf("output arrived in %d chunk(s), want one per line written apart in time", len(chunks))
+	}
+	o := toolOutcome(t, evs)
+	if o["status"] != "ok" || "/surfaces/"+o["surface"] != surfacePath || !strings.Contains(o["rule"], "--yes") {
+		t.Errorf("outcome = %v, want ok, the streamed surface %s, and the rule that allowed it", o, surfacePath)
+	}
+}
+
+func TestCancelKillsTheShell(t *testing.T) {
+	s, dir := codingEnv(t)
+	marker := filepath.Join(dir, "finished")
+	w := watch(t, s, kernel.Caller{})
+	res, err := s.Send(context.Background(), kernel.SendInput{Text: "run `echo started; sleep 30; touch " + marker + "`"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cancel once the command has written its first line.
+	w.until(func(ev protocol.Event) bool {
+		d, ok := ev.(*protocol.StateDelta)
+		return ok && strings.HasSuffix(d.Delta[len(d.Delta)-1].Path, "/kind/chunks")
+	})
+	if err := s.Cancel(context.Background(), res.RunID); err != nil {
+		t.Fatal(err)
+	}
+	end := w.until(terminal)
+	if f, ok := end.(*protocol.RunFinished); !ok || f.Outcome.Type != protocol.OutcomeCancelled {
+		t.Fatalf("terminal = %#v, want RUN_FINISHED cancelled", end)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran to its end after the cancel")
+	}
+}
+
+func TestEditShowsADiff(t *testing.T) {
+	s, dir := codingEnv(t)
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("Hello world\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := send(t, s, kernel.SendInput{Text: "edit notes.txt replace Hello with Goodbye"})
+	var surface string
+	for _, ev := range evs {
+		if d, ok := ev.(*protocol.StateDelta); ok && strings.HasPrefix(d.Delta[0].Path, "/surfaces/") {
+			surface = string(d.Delta[0].Value)
+		}
+	}
+	if !strings.Contains(surface, `"t":"diff"`) || !strings.Contains(surface, `-Hello world`) || !strings.Contains(surface, `+Goodbye world`) {
+		t.Errorf("result surface = %s, want a diff of the edit", surface)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "notes.txt"))
+	if err != nil || string(got) != "Goodbye world\n" {
+		t.Errorf("file = %q, %v; want the edit applied", got, err)
+	}
+}
