@@ -367,7 +367,9 @@ func TestCancel(t *testing.T) {
 // waitTool blocks until its context ends.
 type waitTool struct{}
 
-func (waitTool) Spec() tool.Spec { return tool.Spec{Name: "wait", Description: "waits", ReadOnly: true} }
+func (waitTool) Spec() tool.Spec {
+	return tool.Spec{Name: "wait", Description: "waits", ReadOnly: true}
+}
 func (waitTool) Call(ctx context.Context, _ tool.Call) (tool.Result, error) {
 	<-ctx.Done()
 	return tool.Result{}, ctx.Err()
