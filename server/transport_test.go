@@ -30,6 +30,7 @@ import (
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/tool"
 )
 
 // txMaxMessage is the MaxMessageBytes of a rig: small, so that an
@@ -73,6 +74,9 @@ type txRigOptions struct {
 	logs bool
 	// wrapStore, if set, wraps the SQLite log the kernel uses.
 	wrapStore func(store.Log) store.Log
+	// tools, if set, are the kernel's tools, working in workspace.
+	tools     *tool.Set
+	workspace string
 }
 
 // newTxRig starts a rig. The kernel has the offline model and no tools, so
@@ -100,7 +104,8 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 	if opts.wrapStore != nil {
 		kst = opts.wrapStore(st)
 	}
-	r.k = kernel.New(kernel.Config{Store: kst, Models: txOfflineOnly, DefaultModel: "offline", DebugActor: true, Logger: log})
+	r.k = kernel.New(kernel.Config{Store: kst, Models: txOfflineOnly, DefaultModel: "offline", DebugActor: true, Logger: log,
+		Tools: opts.tools, Workspace: tool.Workspace{Root: opts.workspace}})
 	if err := r.k.Open(context.Background()); err != nil {
 		st.Close()
 		tb.Fatalf("kernel.Open() = %v, want nil", err)
