@@ -34,7 +34,7 @@ const (
 // requestError turns a failed request (after the SDK's retries) into an
 // *agent.Error that says what to do.
 func (p *Provider) requestError(ctx context.Context, err error) error {
-	if isCancel(ctx, err) {
+	if isCancel(ctx) {
 		return cancelled(ctx, err)
 	}
 	var apiErr *oai.Error

@@ -10,7 +10,6 @@ package openai
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -177,10 +176,10 @@ func (p *Provider) Stream(ctx context.Context, req agent.Request, emit func(agen
 	return st.usage, err
 }
 
-// isCancel reports whether err comes from ctx ending.
-func isCancel(ctx context.Context, err error) bool {
-	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
+// isCancel reports whether a failure comes from ctx ending. A deadline of
+// the HTTP client's own (http.Client.Timeout) is not one: the server was too
+// slow, and the caller did not give up.
+func isCancel(ctx context.Context) bool { return ctx.Err() != nil }
 
 // cancelled returns the error for a call that ctx ended.
 func cancelled(ctx context.Context, err error) error {

@@ -114,6 +114,12 @@ func TestStream(t *testing.T) {
 			usage: agent.Usage{InputTokens: 90, OutputTokens: 30},
 		},
 		{
+			name:    "text after a call started waits until the call is complete",
+			replies: []reply{{fixture: "text_around_call.sse"}},
+			want: []agent.Delta{text("Checking."), call("call_q1", "tools.search"),
+				args("call_q1", `{"query":`), args("call_q1", `"time"}`), text(" One moment.")},
+		},
+		{
 			name: "429 then success",
 			key:  testKey,
 			replies: []reply{

@@ -70,7 +70,7 @@ func (s *streamState) read(ctx context.Context, res *http.Response) error {
 		}
 	}
 	if err := dec.Err(); err != nil {
-		if isCancel(ctx, err) {
+		if isCancel(ctx) {
 			return cancelled(ctx, err)
 		}
 		return &agent.Error{Code: "provider_unavailable", Err: err,
