@@ -224,6 +224,14 @@ func TestStreamErrors(t *testing.T) {
 			deltas:   1,
 		},
 		{
+			name:     "a named error event mid-stream",
+			replies:  []reply{{fixture: "error_event.sse"}},
+			attempts: 1,
+			code:     "provider_rate_limited",
+			says:     []string{"Rate limit reached", "wait a minute"},
+			deltas:   1,
+		},
+		{
 			name:     "invalid JSON mid-stream",
 			replies:  []reply{{fixture: "invalid_json.sse"}},
 			attempts: 1,

@@ -86,6 +86,9 @@ func (s *streamState) read(ctx context.Context, res *http.Response) error {
 // event handles one SSE event.
 func (s *streamState) event(ev ssestream.Event) error {
 	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return nil // an empty data line carries nothing
+	}
 	if bytes.Equal(data, []byte("[DONE]")) {
 		s.done = true
 		return nil
