@@ -15,9 +15,10 @@ import (
 	"github.com/getorrery/orrery/agent"
 )
 
-// Error codes of the *agent.Error values Stream returns, beside
-// "cancelled".
+// Error codes of the *agent.Error values New and Stream return.
 const (
+	// CodeCancelled: the caller's context ended; the error wraps ctx.Err().
+	CodeCancelled = "cancelled"
 	// CodeAuth: the server refused the key.
 	CodeAuth = "provider_auth"
 	// CodeRateLimited: 429 after every retry, or no quota left.

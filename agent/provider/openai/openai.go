@@ -43,7 +43,8 @@ type Config struct {
 	BaseURL string
 	// APIKey is sent as a bearer token. It is required for OpenAI; a server
 	// at another BaseURL may need none, and then no Authorization header is
-	// sent.
+	// sent. The caller reads it from OPENAI_API_KEY or config; this package
+	// never looks at the environment.
 	APIKey string
 	// HTTPClient, when set, makes the requests; nil means
 	// http.DefaultClient.
@@ -80,7 +81,7 @@ type Provider struct {
 // cannot parse and, for OpenAI's own API, an empty key.
 func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, &agent.Error{Code: "provider_error",
+		return nil, &agent.Error{Code: CodeError,
 			Message: "no OpenAI model was named: pass one as --model openai:NAME (for example openai:gpt-4.1), or choose --model offline"}
 	}
 	base := cfg.BaseURL
@@ -89,12 +90,12 @@ func New(cfg Config) (*Provider, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &agent.Error{Code: "provider_error", Err: err,
+		return nil, &agent.Error{Code: CodeError, Err: err,
 			Message: fmt.Sprintf("the OpenAI base URL %q is not an http(s) URL: give the API root, such as http://localhost:11434/v1", cfg.BaseURL)}
 	}
 	openAI := strings.EqualFold(u.Hostname(), "api.openai.com")
 	if openAI && cfg.APIKey == "" {
-		return nil, &agent.Error{Code: "provider_auth",
+		return nil, &agent.Error{Code: CodeAuth,
 			Message: "no OpenAI API key is set: set OPENAI_API_KEY, or choose --model offline, which works without a key"}
 	}
 	retries := cfg.MaxRetries
@@ -160,13 +161,13 @@ func (p *Provider) Stream(ctx context.Context, req agent.Request, emit func(agen
 		return agent.Usage{}, p.requestError(ctx, err)
 	}
 	if res == nil || res.Body == nil {
-		return agent.Usage{}, &agent.Error{Code: "provider_error",
+		return agent.Usage{}, &agent.Error{Code: CodeError,
 			Message: fmt.Sprintf("the server at %s answered with no body; check that it serves the OpenAI chat completions API", p.base)}
 	}
 	defer func() { _ = res.Body.Close() }()
 	st := &streamState{emit: emit, names: names, base: p.base}
 	if ct := res.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
-		return agent.Usage{}, &agent.Error{Code: "provider_error",
+		return agent.Usage{}, &agent.Error{Code: CodeError,
 			Message: fmt.Sprintf("the server at %s answered with one JSON object instead of a stream; it must support \"stream\": true", p.base)}
 	}
 	err = st.read(ctx, res)
@@ -187,5 +188,5 @@ func cancelled(ctx context.Context, err error) error {
 	if cause == nil {
 		cause = err
 	}
-	return &agent.Error{Code: "cancelled", Message: "the model call was cancelled before it finished", Err: cause}
+	return &agent.Error{Code: CodeCancelled, Message: "the model call was cancelled before it finished", Err: cause}
 }

@@ -38,7 +38,7 @@ func (p *Provider) params(req agent.Request, names *toolNames) (oai.ChatCompleti
 		if len(spec.Parameters) > 0 {
 			schema = nil
 			if err := json.Unmarshal(spec.Parameters, &schema); err != nil || schema == nil {
-				return params, &agent.Error{Code: "provider_error", Err: err,
+				return params, &agent.Error{Code: CodeError, Err: err,
 					Message: fmt.Sprintf("tool %s has a parameters schema that is not a JSON object; fix the tool's schema or remove the tool", spec.Name)}
 			}
 		}

@@ -53,7 +53,7 @@ type queued struct {
 func (s *streamState) read(ctx context.Context, res *http.Response) error {
 	dec := ssestream.NewDecoder(res)
 	if dec == nil {
-		return &agent.Error{Code: "provider_error",
+		return &agent.Error{Code: CodeError,
 			Message: fmt.Sprintf("the server at %s answered with no body; check that it serves the OpenAI chat completions API", s.base)}
 	}
 	defer func() { _ = dec.Close() }()
@@ -73,13 +73,13 @@ func (s *streamState) read(ctx context.Context, res *http.Response) error {
 		if isCancel(ctx) {
 			return cancelled(ctx, err)
 		}
-		return &agent.Error{Code: "provider_unavailable", Err: err,
+		return &agent.Error{Code: CodeUnavailable, Err: err,
 			Message: fmt.Sprintf("reading the answer from %s failed (%v); try again", s.base, err)}
 	}
 	if ctx.Err() != nil {
 		return cancelled(ctx, nil)
 	}
-	return &agent.Error{Code: "provider_unavailable",
+	return &agent.Error{Code: CodeUnavailable,
 		Message: fmt.Sprintf("the answer from %s stopped before it finished (the stream closed without [DONE]); try again", s.base)}
 }
 
@@ -106,7 +106,7 @@ func (s *streamState) event(ev ssestream.Event) error {
 		return streamError(data, s.base)
 	}
 	if perr != nil {
-		return &agent.Error{Code: "provider_error", Err: perr,
+		return &agent.Error{Code: CodeError, Err: perr,
 			Message: fmt.Sprintf("the server at %s sent a chunk that is not a JSON object (%v); try again, and if it keeps happening check that it serves the OpenAI chat completions API", s.base, perr)}
 	}
 	if len(probe.Error) > 0 && !bytes.Equal(probe.Error, []byte("null")) {
@@ -114,7 +114,7 @@ func (s *streamState) event(ev ssestream.Event) error {
 	}
 	var chunk oai.ChatCompletionChunk
 	if err := json.Unmarshal(data, &chunk); err != nil {
-		return &agent.Error{Code: "provider_error", Err: err,
+		return &agent.Error{Code: CodeError, Err: err,
 			Message: fmt.Sprintf("the server at %s sent a chunk that is not a chat.completion.chunk (%v); check that it serves the OpenAI chat completions API", s.base, err)}
 	}
 	if chunk.JSON.Usage.Valid() {
@@ -252,7 +252,7 @@ func (s *streamState) promote() error {
 // open call.
 func (s *streamState) start(c *pendingCall) error {
 	if c.name == "" {
-		return &agent.Error{Code: "provider_error",
+		return &agent.Error{Code: CodeError,
 			Message: fmt.Sprintf("the model at %s sent a tool call with no function name; try again or choose another model", s.base)}
 	}
 	c.startID = c.id
