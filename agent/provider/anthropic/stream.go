@@ -18,8 +18,8 @@ type streamState struct {
 
 	usage                        agent.Usage
 	input, cacheRead, cacheWrite int64 // the input counts as last reported
-	started bool // message_start seen
-	stopped bool // message_stop seen: the answer is complete
+	started                      bool  // message_start seen
+	stopped                      bool  // message_stop seen: the answer is complete
 
 	blocks   map[int64]*block
 	openTool string // the tool call whose arguments may stream now, or ""
