@@ -50,6 +50,7 @@ func FuzzStream(f *testing.F) {
 	}
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n"))
 	f.Add([]byte("event: error\ndata: not json\n\n"))
+	f.Add([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":9e18,\"cache_read_input_tokens\":9e18,\"output_tokens\":1e30}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := anthropic.New(anthropic.Config{
@@ -62,7 +63,7 @@ func FuzzStream(f *testing.F) {
 			t.Fatal(err)
 		}
 		open := "" // the call whose arguments may follow
-		_, err = p.Stream(context.Background(), agent.Request{Messages: hello(), Tools: testTools}, func(d agent.Delta) error {
+		usage, err := p.Stream(context.Background(), agent.Request{Messages: hello(), Tools: testTools}, func(d agent.Delta) error {
 			switch d.Kind {
 			case agent.DeltaToolCall:
 				open = d.ToolCallID
@@ -75,6 +76,9 @@ func FuzzStream(f *testing.F) {
 			}
 			return nil
 		})
+		if usage.InputTokens < 0 || usage.OutputTokens < 0 || usage.CachedInputTokens < 0 || usage.ReasoningTokens < 0 {
+			t.Fatalf("Stream() usage = %+v, want no negative count", usage)
+		}
 		var ae *agent.Error
 		if err != nil && !errors.As(err, &ae) {
 			t.Fatalf("Stream() error = %v (%T), want an *agent.Error", err, err)

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -71,11 +72,11 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) error {
 	case "message_start":
 		s.started = true
 		u := ev.Message.Usage
-		s.input, s.cacheRead, s.cacheWrite = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens
+		s.input, s.cacheRead, s.cacheWrite = count(u.InputTokens), count(u.CacheReadInputTokens), count(u.CacheCreationInputTokens)
 		s.sumInput()
-		s.usage.OutputTokens = u.OutputTokens
+		s.usage.OutputTokens = count(u.OutputTokens)
 		if u.JSON.OutputTokensDetails.Valid() {
-			s.usage.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
+			s.usage.ReasoningTokens = count(u.OutputTokensDetails.ThinkingTokens)
 		}
 	case "message_delta":
 		s.deltaUsage(ev.Usage)
@@ -100,27 +101,34 @@ func (s *streamState) handle(ev sdk.MessageStreamEventUnion) error {
 // value.
 func (s *streamState) deltaUsage(u sdk.MessageDeltaUsage) {
 	if u.JSON.OutputTokens.Valid() {
-		s.usage.OutputTokens = u.OutputTokens
+		s.usage.OutputTokens = count(u.OutputTokens)
 	}
 	if u.JSON.OutputTokensDetails.Valid() {
-		s.usage.ReasoningTokens = u.OutputTokensDetails.ThinkingTokens
+		s.usage.ReasoningTokens = count(u.OutputTokensDetails.ThinkingTokens)
 	}
 	if u.JSON.InputTokens.Valid() {
-		s.input = u.InputTokens
+		s.input = count(u.InputTokens)
 	}
 	if u.JSON.CacheReadInputTokens.Valid() {
-		s.cacheRead = u.CacheReadInputTokens
+		s.cacheRead = count(u.CacheReadInputTokens)
 	}
 	if u.JSON.CacheCreationInputTokens.Valid() {
-		s.cacheWrite = u.CacheCreationInputTokens
+		s.cacheWrite = count(u.CacheCreationInputTokens)
 	}
 	s.sumInput()
 }
+
+// count is a token count as reported, with nonsense (a negative number,
+// such as an overflowed 1e30) read as 0.
+func count(n int64) int64 { return max(n, 0) }
 
 // sumInput sets the usage's input counts: the total of fresh, cache-read and
 // cache-written input, of which the cache reads are the cached part.
 func (s *streamState) sumInput() {
 	s.usage.InputTokens = s.input + s.cacheRead + s.cacheWrite
+	if s.usage.InputTokens < 0 { // overflowed: three absurd counts
+		s.usage.InputTokens = math.MaxInt64
+	}
 	s.usage.CachedInputTokens = s.cacheRead
 }
 
