@@ -47,9 +47,10 @@ const (
 // package never reads it; it names it in its messages.
 const KeyEnv = "ANTHROPIC_API_KEY"
 
-// Config configures a Provider. The zero value is not usable: APIKey is
-// required unless BaseURL names another server (a proxy that adds the key
-// itself, or a test server).
+// Config configures a Provider. The caller (agent/models) fills it from the
+// environment and the config file; this package reads neither. The zero
+// value is not usable: APIKey is required unless BaseURL names another
+// server (a proxy that adds the key itself, or a test server).
 type Config struct {
 	// Model is the model's name, such as "claude-sonnet-4-5"; empty means
 	// DefaultModel.

@@ -661,6 +661,21 @@ func TestThinkingKeptForToolLoop(t *testing.T) {
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01A09q90qw90lq917835lq9","content":[{"type":"text","text":"12:00"}]}]}]`)
 }
 
+func TestAdaptiveThinking(t *testing.T) {
+	f := newFake(t, sseReply(t, "thinking.sse"))
+	f.check = func(t *testing.T, _ int, body map[string]any) {
+		wantJSON(t, "thinking", body["thinking"], `{"type":"adaptive"}`)
+	}
+	p := newProvider(t, f.start(), func(c *anthropic.Config) { c.AdaptiveThinking = true })
+	got, _, err := collect(context.Background(), p, agent.Request{Messages: hello()})
+	if err != nil {
+		t.Fatalf("Stream() = %v", err)
+	}
+	if len(got) != 3 || !strings.HasPrefix(got[0], "reason:") {
+		t.Errorf("Stream() deltas = %q, want reasoning then text", got)
+	}
+}
+
 func TestNoKeyForCustomBaseURL(t *testing.T) {
 	f := newFake(t, sseReply(t, "text.sse"))
 	f.key = ""

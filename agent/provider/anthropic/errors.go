@@ -72,9 +72,9 @@ func (p *Provider) failure(ctx context.Context, err error, st *streamState, resp
 	case errors.As(err, &syntaxErr), errors.As(err, &typeErr):
 		return &agent.Error{Code: CodeError, Err: err,
 			Message: fmt.Sprintf("Anthropic sent a stream event that is not valid JSON (%v); try again, and if it repeats check what serves %s", err, p.endpoint())}
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED) && p.baseURL != "":
 		return &agent.Error{Code: CodeUnavailable, Err: err,
-			Message: fmt.Sprintf("the server at %s is not answering (connection refused): start it or fix the base URL, or choose --model offline", p.endpoint())}
+			Message: fmt.Sprintf("the server at %s is not answering (connection refused): start it or fix the base URL, or choose --model offline", p.baseURL)}
 	case resp == nil:
 		return &agent.Error{Code: CodeUnavailable, Err: err,
 			Message: fmt.Sprintf("cannot reach %s (%v): check the network and the base URL, or choose --model offline", p.endpoint(), err)}
