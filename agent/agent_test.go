@@ -287,3 +287,49 @@ func TestOfflineShowsASurface(t *testing.T) {
 		t.Errorf("orrery.placed = %v, want the offline demo table", placed)
 	}
 }
+
+// deltas is a provider that streams a fixed list of deltas once, then
+// answers "ok".
+type deltas struct {
+	list  []agent.Delta
+	calls int
+}
+
+func (d *deltas) Name() string  { return "test" }
+func (d *deltas) Model() string { return "deltas" }
+func (d *deltas) Stream(ctx context.Context, _ agent.Request, emit func(agent.Delta) error) (agent.Usage, error) {
+	d.calls++
+	list := d.list
+	if d.calls > 1 {
+		list = []agent.Delta{{Kind: agent.DeltaText, Text: "ok"}}
+	}
+	for _, x := range list {
+		if err := emit(x); err != nil {
+			return agent.Usage{}, err
+		}
+	}
+	return agent.Usage{}, nil
+}
+
+func TestTextAfterACallIsANewMessage(t *testing.T) {
+	p := &deltas{list: []agent.Delta{
+		{Kind: agent.DeltaText, Text: "before"},
+		{Kind: agent.DeltaToolCall, ToolName: "echo", Text: `{"text":"x"}`},
+		{Kind: agent.DeltaText, Text: "after"},
+	}}
+	res := run(t, p, tool.Builtins(), 0, "go")
+	started := map[string]int{}
+	for _, ev := range res.events {
+		if s, ok := ev.(*protocol.TextMessageStart); ok {
+			started[s.MessageID]++
+		}
+	}
+	if len(started) != 3 {
+		t.Errorf("text messages started = %v, want three distinct ids (before, after, ok): %s", started, res.types())
+	}
+	for id, n := range started {
+		if n != 1 {
+			t.Errorf("message %s started %d times", id, n)
+		}
+	}
+}

@@ -341,6 +341,8 @@ type stepState struct {
 	turn        Turn
 	msgID       string // the step's assistant message, parent of its calls
 	textOpen    bool
+	textUsed    bool   // the step has opened a text message
+	textID      string // the open text message
 	reasoningID string // open reasoning span and message, or ""
 	openCall    *call
 	calls       []*call
@@ -354,9 +356,16 @@ func (s *stepState) apply(ctx context.Context, d Delta) error {
 		evs = append(evs, s.closeCall()...)
 		if !s.textOpen {
 			s.textOpen = true
-			evs = append(evs, &protocol.TextMessageStart{MessageID: s.msgID, Role: protocol.RoleAssistant})
+			// A step's first text is its message; text after a call or
+			// reasoning is a new message, since an id starts only once.
+			s.textID = s.msgID
+			if s.textUsed {
+				s.textID = s.turn.NewID("msg")
+			}
+			s.textUsed = true
+			evs = append(evs, &protocol.TextMessageStart{MessageID: s.textID, Role: protocol.RoleAssistant})
 		}
-		evs = append(evs, &protocol.TextMessageContent{MessageID: s.msgID, Delta: d.Text})
+		evs = append(evs, &protocol.TextMessageContent{MessageID: s.textID, Delta: d.Text})
 	case DeltaReasoning:
 		evs = append(evs, s.closeText()...)
 		evs = append(evs, s.closeCall()...)
@@ -409,7 +418,7 @@ func (s *stepState) closeText() []protocol.Event {
 		return nil
 	}
 	s.textOpen = false
-	return []protocol.Event{&protocol.TextMessageEnd{MessageID: s.msgID}}
+	return []protocol.Event{&protocol.TextMessageEnd{MessageID: s.textID}}
 }
 
 func (s *stepState) closeReasoning() []protocol.Event {

@@ -46,3 +46,16 @@ func (t PriceTable) Merge(over PriceTable) PriceTable {
 	}
 	return out
 }
+
+// DefaultPrices are list prices of the default models and their close
+// relatives, in micro-USD per million tokens, as published by the
+// providers. Config's [prices] overrides or adds to them.
+var DefaultPrices = PriceTable{
+	"anthropic:claude-sonnet-4-5": {Input: 3_000_000, Output: 15_000_000, CachedInput: 300_000},
+	"anthropic:claude-haiku-4-5":  {Input: 1_000_000, Output: 5_000_000, CachedInput: 100_000},
+	"anthropic:claude-opus-4-1":   {Input: 15_000_000, Output: 75_000_000, CachedInput: 1_500_000},
+	"openai:gpt-4.1":              {Input: 2_000_000, Output: 8_000_000, CachedInput: 500_000},
+	"openai:gpt-4.1-mini":         {Input: 400_000, Output: 1_600_000, CachedInput: 100_000},
+	"openai:gpt-4o":               {Input: 2_500_000, Output: 10_000_000, CachedInput: 1_250_000},
+	"openai:gpt-4o-mini":          {Input: 150_000, Output: 600_000, CachedInput: 75_000},
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -28,6 +29,9 @@ type Config struct {
 	Store  StoreConfig      `toml:"store"`
 	Agent  AgentConfig      `toml:"agent"`
 	Prices agent.PriceTable `toml:"prices"`
+	// Models are [models.<alias>] tables: named models such as a local
+	// server, usable wherever a model spec is.
+	Models map[string]models.Alias `toml:"models"`
 	// UI holds [ui.placements."<id>"] placement = …: where the person wants
 	// a surface that some owner places under that id.
 	UI UIConfig `toml:"ui"`
@@ -92,6 +96,8 @@ type WorkspaceConfig struct {
 
 // AgentConfig is the [agent] table.
 type AgentConfig struct {
+	// Model is the default model spec; empty chooses by the keys in the
+	// environment (models.Auto), else offline.
 	Model    string `toml:"model"`
 	MaxSteps int    `toml:"max_steps"`
 }
@@ -117,7 +123,7 @@ func Default() Config {
 	return Config{
 		Server:  ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}},
 		Store:   StoreConfig{Data: DefaultDataDir()},
-		Agent:   AgentConfig{Model: "offline", MaxSteps: agent.DefaultMaxSteps},
+		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
 		Prices:  agent.PriceTable{},
 		Consent: ConsentConfig{Timeout: Duration{5 * time.Minute}},
 	}
@@ -290,6 +296,16 @@ func (c *Config) Validate() error {
 	for id, p := range c.UI.Placements {
 		if _, err := ui.ParsePlacement(p.Placement); err != nil {
 			return fmt.Errorf("ui.placements.%q.placement: %w", id, err)
+		}
+	}
+	for name, a := range c.Models {
+		switch {
+		case a.Provider != "openai" && a.Provider != "anthropic" && a.Provider != "offline":
+			return fmt.Errorf("models.%q.provider is %q: set it to openai, anthropic or offline", name, a.Provider)
+		case a.Model == "" && a.Provider != "offline":
+			return fmt.Errorf("models.%q.model is empty: name the model at the provider, such as llama3.2", name)
+		case strings.Contains(name, ":"):
+			return fmt.Errorf("models.%q: an alias has no colon, so it is never read as provider:name", name)
 		}
 	}
 	for name, p := range c.Prices {

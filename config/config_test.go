@@ -21,7 +21,7 @@ func TestLoad(t *testing.T) {
 		{
 			name: "defaults",
 			check: func(t *testing.T, c config.Config) {
-				if c.Server.Listen != "127.0.0.1:7411" || c.Agent.Model != "offline" || c.Server.MaxBodyBytes != 4<<20 || c.Server.KeepAlive.Duration != 15*time.Second {
+				if c.Server.Listen != "127.0.0.1:7411" || c.Agent.Model != "" || c.Consent.Timeout.Duration != 5*time.Minute || c.Server.MaxBodyBytes != 4<<20 || c.Server.KeepAlive.Duration != 15*time.Second {
 					t.Errorf("Load() = %+v, want the built-in defaults", c)
 				}
 			},
@@ -83,6 +83,19 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "model aliases",
+			file: "[models.local]\nprovider = \"openai\"\nmodel = \"llama3.2\"\nbase_url = \"http://127.0.0.1:11434/v1\"\n",
+			check: func(t *testing.T, c config.Config) {
+				if a := c.Models["local"]; a.Provider != "openai" || a.Model != "llama3.2" || a.BaseURL == "" {
+					t.Errorf("Models = %+v, want the local alias", c.Models)
+				}
+			},
+		},
+		{name: "alias with an unknown provider", file: "[models.x]\nprovider = \"gemini\"\nmodel = \"m\"\n", wantErr: `models."x".provider`},
+		{name: "alias without a model", file: "[models.x]\nprovider = \"openai\"\n", wantErr: `models."x".model`},
+		{name: "short consent timeout", file: "[consent]\ntimeout = \"10ms\"\n", wantErr: "consent.timeout"},
+		{name: "relative extra root", file: "[workspace]\nextra = [\"notes\"]\n", wantErr: "workspace.extra[0]"},
 		{name: "bad tool rule", file: "[permissions]\nallow = [\"shell(git\"]\n", wantErr: "permissions.allow"},
 		{name: "permissions list of numbers", file: "[permissions]\ndeny = [1]\n", wantErr: "permissions.deny"},
 		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},

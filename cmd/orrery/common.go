@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/kernel"
@@ -20,13 +21,15 @@ type commonFlags struct {
 	configPath string
 	data       string
 	model      string
+	// modelWhy says why the model was chosen, when config named none.
+	modelWhy string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, withModel bool) {
 	fs.StringVar(&c.configPath, "config", "", "config file (default $ORRERY_CONFIG, then "+config.DefaultFile()+")")
 	fs.StringVar(&c.data, "data", "", "data directory (default $ORRERY_DATA, then "+config.DefaultDataDir()+")")
 	if withModel {
-		fs.StringVar(&c.model, "model", "", "model: offline, or script:PATH for tests (default $ORRERY_MODEL, then offline)")
+		fs.StringVar(&c.model, "model", "", "model: offline, openai:NAME, anthropic:NAME, an alias from [models], or script:PATH (default agent.model, $ORRERY_MODEL, then by the key set: ANTHROPIC_API_KEY, OPENAI_API_KEY, else offline)")
 	}
 }
 
@@ -42,6 +45,9 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	if c.model != "" {
 		cfg.Agent.Model = c.model
 	}
+	if cfg.Agent.Model == "" {
+		cfg.Agent.Model, c.modelWhy = models.Auto(e.getenv)
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -55,8 +61,9 @@ type embedded struct {
 // closing any run a dead process left in flight. Tools work in the current
 // directory unless a session names its own cwd. opts adjust the kernel's
 // config last (orrery run's --yes).
-func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...func(*kernel.Config)) (*embedded, error) {
-	if _, err := models.Resolve(cfg.Agent.Model); err != nil {
+func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, opts ...func(*kernel.Config)) (*embedded, error) {
+	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
+	if _, err := resolver.Resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
 	st, err := sqlite.Open(cfg.DBPath())
@@ -70,10 +77,10 @@ func openKernel(ctx context.Context, cfg config.Config, log *slog.Logger, opts .
 	}
 	kc := kernel.Config{
 		Store:          st,
-		Models:         models.Resolve,
+		Models:         resolver.Resolve,
 		DefaultModel:   cfg.Agent.Model,
 		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
-		Prices:         cfg.Prices,
+		Prices:         agent.DefaultPrices.Merge(cfg.Prices),
 		Permissions:    cfg.Permissions.UI(),
 		Consent:        cfg.Permissions.Rules,
 		ConsentTimeout: cfg.Consent.Timeout.Duration,

@@ -88,7 +88,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	k, err := openKernel(ctx, cfg, log)
+	k, err := openKernel(ctx, c.env, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -135,11 +135,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.env.stdout, "pipe at %s\n", path)
 	}
 
-	modelNote := cfg.Agent.Model
-	if modelNote == "offline" {
-		modelNote = "offline (the built-in model: no API key is configured)"
+	log.Info("orrery ready", "model", cfg.Agent.Model, "data", cfg.Store.Data, "config", cfg.File)
+	if c.common.modelWhy != "" {
+		// Said on stdout too, so that a newcomer without a key knows at
+		// once which model answers and how to get a real one.
+		fmt.Fprintf(c.env.stdout, "model %s: %s\n", cfg.Agent.Model, c.common.modelWhy)
 	}
-	log.Info("orrery ready", "model", modelNote, "data", cfg.Store.Data, "config", cfg.File)
 	if !c.node && !isLoopbackListen(cfg.Server.Listen) {
 		if n, _ := tokens.Len(); n == 0 {
 			log.Warn("listening off loopback with no token: only this machine can connect; make one with orrery node token create")
