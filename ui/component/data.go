@@ -1,0 +1,232 @@
+package component
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/wI2L/jsondiff"
+
+	"github.com/getorrery/orrery/protocol"
+)
+
+// Options say what one instance's data is checked against.
+type Options struct {
+	// Limits bound the data's size; zero fields mean the defaults.
+	Limits Limits
+	// Schema is a declared component's data schema: defaults are filled,
+	// then the data is validated. Nil for an inline structure.
+	Schema *Schema
+	// Structure is the component's structure: every data must bind into a
+	// valid surface tree. Nil checks no binding.
+	Structure *Structure
+}
+
+// Data is one component instance's last good data: one JSON object that
+// fits the limits, matches the schema and binds into the structure. Set and
+// Patch change it all or none; a refused update leaves it as it was. Data
+// is not safe for concurrent use: its owner (the session actor) calls it.
+type Data struct {
+	opts      Options
+	raw       []byte // compact, the last good data
+	bound     *Bound // raw bound into the structure; nil without one
+	published []byte // what Publish last handed out
+}
+
+// NewData checks an instance's first data, as ui.show gives it, and returns
+// the instance. It refuses what Set refuses.
+func NewData(first json.RawMessage, opts Options) (*Data, error) {
+	opts.Limits = opts.Limits.withDefaults()
+	d := &Data{opts: opts}
+	raw, bound, err := d.accept(first)
+	if err != nil {
+		return nil, err
+	}
+	d.raw, d.bound, d.published = raw, bound, raw
+	return d, nil
+}
+
+// JSON returns the last good data as compact JSON, with the schema's
+// defaults filled.
+func (d *Data) JSON() json.RawMessage { return slices.Clone(d.raw) }
+
+// Bound returns the last good data bound into the structure (its surface,
+// text form and links), or nil when the Data has no structure.
+func (d *Data) Bound() *Bound { return d.bound }
+
+// Set replaces the data with obj, one JSON object, and returns the smallest
+// change from the last good data as RFC 6902 add, replace and remove
+// operations (paths relative to the data; none when nothing changed). It
+// refuses, keeping the last good data, with an *Error: ErrNotObject,
+// ErrTooLarge over limits.DataBytes, ErrBadSchema, ErrDataSchema or ErrBind.
+func (d *Data) Set(obj json.RawMessage) ([]protocol.PatchOp, error) {
+	raw, bound, err := d.accept(obj)
+	if err != nil {
+		return nil, err
+	}
+	return d.commit(raw, bound)
+}
+
+// Patch applies RFC 6902 operations (a JSON array) to the last good data,
+// in order and all or none, and returns the resulting change as Set does.
+// A patch that does not apply is refused with ErrPatch, naming the
+// operation that failed; nothing of it is applied. The result is then
+// checked as Set checks its object.
+func (d *Data) Patch(ops json.RawMessage) ([]protocol.PatchOp, error) {
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		return nil, refuse(ErrPatch, "", fmt.Sprintf("the patch is not a JSON array of RFC 6902 operations (%v); send [{\"op\": \"replace\", \"path\": \"/failed\", \"value\": 3}]; nothing was applied", err))
+	}
+	next, err := patch.ApplyWithOptions(d.raw, patchOptions)
+	if err != nil {
+		return nil, d.patchError(patch)
+	}
+	raw, bound, err := d.accept(next)
+	if err != nil {
+		return nil, err
+	}
+	return d.commit(raw, bound)
+}
+
+var patchOptions = func() *jsonpatch.ApplyOptions {
+	o := jsonpatch.NewApplyOptions()
+	o.SupportNegativeIndices = false
+	return o
+}()
+
+// patchError replays a failed patch one operation at a time to name the
+// one that fails.
+func (d *Data) patchError(patch jsonpatch.Patch) error {
+	doc := d.raw
+	for i, op := range patch {
+		next, err := jsonpatch.Patch{op}.ApplyWithOptions(doc, patchOptions)
+		if err == nil {
+			doc = next
+			continue
+		}
+		kind := op.Kind()
+		path, _ := op.Path()
+		reason := "it does not apply"
+		switch {
+		case !slices.Contains([]string{"add", "remove", "replace", "move", "copy", "test"}, kind):
+			reason = "its op is not add, remove, replace, move, copy or test"
+		case errors.Is(err, jsonpatch.ErrTestFailed):
+			reason = "its test failed: the value there differs"
+		case errors.Is(err, jsonpatch.ErrMissing):
+			reason = "nothing is at its path"
+		case errors.Is(err, jsonpatch.ErrInvalidIndex):
+			reason = "its array index is out of range"
+		case errors.Is(err, jsonpatch.ErrInvalid):
+			reason = "it is not a valid operation"
+		}
+		p := fmt.Sprintf("/%d", i)
+		return refuse(ErrPatch, p, fmt.Sprintf("the patch at %s (%s %s) does not apply: %s; check it against the current data (nothing was applied, and the data is unchanged)", p, kind, shorten(path), reason))
+	}
+	return refuse(ErrPatch, "", "the patch does not apply; check it against the current data (nothing was applied, and the data is unchanged)")
+}
+
+// accept checks a candidate data and returns it compact and bound.
+func (d *Data) accept(obj json.RawMessage) ([]byte, *Bound, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, obj); err != nil {
+		return nil, nil, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
+	}
+	if err := d.checkSize(buf.Len()); err != nil {
+		return nil, nil, err
+	}
+	v, err := decode(buf.Bytes())
+	if err != nil {
+		return nil, nil, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, nil, notObject(v)
+	}
+	raw := buf.Bytes()
+	if d.opts.Schema != nil {
+		if v, err = d.opts.Schema.check(v); err != nil {
+			return nil, nil, err
+		}
+		if raw, err = marshal(v); err != nil {
+			return nil, nil, fmt.Errorf("accept component data: %w", err)
+		}
+		if err := d.checkSize(len(raw)); err != nil {
+			return nil, nil, err
+		}
+	}
+	var bound *Bound
+	if d.opts.Structure != nil {
+		b, err := d.opts.Structure.bind(v)
+		if err != nil {
+			var e *bindError
+			if errors.As(err, &e) {
+				return nil, nil, e.refusal()
+			}
+			return nil, nil, err
+		}
+		bound = b
+	}
+	return slices.Clone(raw), bound, nil
+}
+
+func (d *Data) checkSize(n int) error {
+	if n <= d.opts.Limits.DataBytes {
+		return nil
+	}
+	return refuse(ErrTooLarge, "", fmt.Sprintf("the data is %s bytes, over limits.dataBytes (%s); send less (page or trim long lists), or raise limits.dataBytes; the last good data is kept",
+		groupInt(n), groupInt(d.opts.Limits.DataBytes)))
+}
+
+// commit makes raw the last good data and returns the change.
+func (d *Data) commit(raw []byte, bound *Bound) ([]protocol.PatchOp, error) {
+	ops, err := Diff(d.raw, raw)
+	if err != nil {
+		return nil, err
+	}
+	d.raw, d.bound = raw, bound
+	return ops, nil
+}
+
+// Publish returns the change from the data it last published (at first,
+// the data NewData accepted) to the last good data, and marks the last good
+// data published. A caller that coalesces updates (see Coalescer) publishes
+// this at each allowed moment, so intermediate values are skipped and the
+// last one always goes out. It returns no operations when nothing changed.
+func (d *Data) Publish() ([]protocol.PatchOp, error) {
+	ops, err := Diff(d.published, d.raw)
+	if err != nil {
+		return nil, err
+	}
+	d.published = d.raw
+	return ops, nil
+}
+
+// Diff returns the smallest change from one JSON document to another as
+// RFC 6902 add, replace and remove operations: arrays are compared by
+// index, and a subtree whose operations would be longer than replacing it
+// is replaced whole. Numbers keep their exact text.
+func Diff(from, to json.RawMessage) ([]protocol.PatchOp, error) {
+	patch, err := jsondiff.CompareJSON(from, to, jsondiff.UnmarshalFunc(unmarshalNumbers), jsondiff.Rationalize())
+	if err != nil {
+		return nil, fmt.Errorf("diff component data: %w", err)
+	}
+	ops := make([]protocol.PatchOp, 0, len(patch))
+	for _, op := range patch {
+		p := protocol.PatchOp{Op: op.Type, Path: op.Path, From: op.From}
+		if op.Type == jsondiff.OperationAdd || op.Type == jsondiff.OperationReplace {
+			if p.Value, err = marshal(op.Value); err != nil {
+				return nil, fmt.Errorf("diff component data: %w", err)
+			}
+		}
+		ops = append(ops, p)
+	}
+	return ops, nil
+}
+
+func unmarshalNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
