@@ -61,7 +61,7 @@ type Prop struct {
 
 // events says which events each node type may declare.
 var events = map[string][]string{
-	TypeButton:     {EventPress},
+	TypeButton:      {EventPress},
 	ui.KindForm:     {EventSubmit},
 	ui.KindQuestion: {EventSelect, EventSubmit},
 	ui.KindTable:    {EventSelect, EventOpen},

@@ -369,7 +369,7 @@ func (s *Structure) checkStatic() error {
 	_, err := s.bind(map[string]any{})
 	var e *bindError
 	if errors.As(err, &e) && e.static {
-		return refuse(ErrStructure, e.path, structAt(e.path) + ": " + e.reason)
+		return refuse(ErrStructure, e.path, structAt(e.path)+": "+e.reason)
 	}
 	return nil
 }
