@@ -53,7 +53,7 @@ func NewSchema(component string, schema json.RawMessage) *Schema {
 	}
 	sch, err := c.Compile(url)
 	if err != nil {
-		return bad(oneLineError(err))
+		return bad(schemaProblem(err, doc, url))
 	}
 	s.sch = sch
 	return s
@@ -103,7 +103,7 @@ func (s *Schema) check(v any) (any, error) {
 		if !errors.As(err, &verr) {
 			return nil, fmt.Errorf("check component data: %w", err)
 		}
-		path, reason := explain(verr, v)
+		path, reason := explain(verr, v, false)
 		return nil, refuse(ErrDataSchema, path, fmt.Sprintf("%s does not match the schema of component %q: %s; send data the schema accepts", dataAt(path), s.component, reason))
 	}
 	return v, nil
@@ -192,8 +192,10 @@ func deepCopy(v any) any {
 
 // explain picks one failure of a validation: the deepest, and among equals
 // the most basic (a wrong type, then a missing field …), so the same data
-// always gets the same refusal.
-func explain(verr *jsonschema.ValidationError, doc any) (string, string) {
+// always gets the same refusal. With meta (a schema checked against the
+// metaschema) a wrong type ranks last: the metaschema allows several types
+// where one was meant, and the other failure says more.
+func explain(verr *jsonschema.ValidationError, doc any, meta bool) (string, string) {
 	type cand struct {
 		path, reason string
 		depth, rank  int
@@ -208,6 +210,9 @@ func explain(verr *jsonschema.ValidationError, doc any) (string, string) {
 			return
 		}
 		c := leaf(e, doc)
+		if meta && c.rank == 0 {
+			c.rank = 6
+		}
 		c2 := &cand{path: c.path, reason: c.reason, rank: c.rank, depth: strings.Count(c.path, "/")}
 		if best == nil || c2.depth > best.depth ||
 			c2.depth == best.depth && (c2.rank < best.rank ||
@@ -250,6 +255,24 @@ func leaf(e *jsonschema.ValidationError, doc any) leafFailure {
 		return leafFailure{path + "/" + escapeToken(props[0]), "the schema allows no such field", 4}
 	case *kind.FalseSchema:
 		return leafFailure{path, "the schema allows nothing here", 5}
+	case *kind.Minimum:
+		return leafFailure{path, fmt.Sprintf("expected at least %s, got %s", k.Want.RatString(), k.Got.RatString()), 5}
+	case *kind.Maximum:
+		return leafFailure{path, fmt.Sprintf("expected at most %s, got %s", k.Want.RatString(), k.Got.RatString()), 5}
+	case *kind.ExclusiveMinimum:
+		return leafFailure{path, fmt.Sprintf("expected more than %s, got %s", k.Want.RatString(), k.Got.RatString()), 5}
+	case *kind.ExclusiveMaximum:
+		return leafFailure{path, fmt.Sprintf("expected less than %s, got %s", k.Want.RatString(), k.Got.RatString()), 5}
+	case *kind.MinItems:
+		return leafFailure{path, fmt.Sprintf("expected at least %d items, got %d", k.Want, k.Got), 5}
+	case *kind.MaxItems:
+		return leafFailure{path, fmt.Sprintf("expected at most %d items, got %d", k.Want, k.Got), 5}
+	case *kind.MinLength:
+		return leafFailure{path, fmt.Sprintf("expected at least %d characters, got %d", k.Want, k.Got), 5}
+	case *kind.MaxLength:
+		return leafFailure{path, fmt.Sprintf("expected at most %d characters, got %d", k.Want, k.Got), 5}
+	case *kind.Pattern:
+		return leafFailure{path, fmt.Sprintf("%s does not match the pattern %s", display(k.Got), k.Want), 5}
 	}
 	return leafFailure{path, e.ErrorKind.LocalizedString(message.NewPrinter(language.English)), 5}
 }
@@ -262,6 +285,30 @@ func pointerOf(toks []string) string {
 		b.WriteString(escapeToken(t))
 	}
 	return b.String()
+}
+
+// schemaProblem says in one line why a schema does not compile: for a
+// schema the metaschema refuses, the one path and reason explain picks.
+func schemaProblem(err error, doc any, url string) string {
+	var sve *jsonschema.SchemaValidationError
+	var verr *jsonschema.ValidationError
+	if errors.As(err, &sve) && errors.As(sve.Err, &verr) {
+		path, reason := explain(verr, doc, true)
+		return fmt.Sprintf("at %s: %s", where(path), reason)
+	}
+	var lue *jsonschema.LoadURLError
+	if errors.As(err, &lue) {
+		return fmt.Sprintf("it references %s, and a component's schema may reference only itself, with refs such as #/$defs/run", lue.URL)
+	}
+	return strings.ReplaceAll(oneLineError(err), url, "the schema")
+}
+
+// where names a pointer in a schema problem: "/" for the whole.
+func where(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
 }
 
 // oneLineError writes an error on one line.
