@@ -76,9 +76,18 @@ func (d *Data) Set(obj json.RawMessage) ([]protocol.PatchOp, error) {
 // operation that failed; nothing of it is applied. The result is then
 // checked as Set checks its object.
 func (d *Data) Patch(ops json.RawMessage) ([]protocol.PatchOp, error) {
-	patch, err := jsonpatch.DecodePatch(ops)
-	if err != nil {
-		return nil, refuse(ErrPatch, "", fmt.Sprintf("the patch is not a JSON array of RFC 6902 operations (%v); send [{\"op\": \"replace\", \"path\": \"/failed\", \"value\": 3}]; nothing was applied", err))
+	var list []json.RawMessage
+	if err := json.Unmarshal(ops, &list); err != nil {
+		return nil, refuse(ErrPatch, "", "the patch is not a JSON array of RFC 6902 operations; send one such as [{\"op\": \"replace\", \"path\": \"/failed\", \"value\": 3}] (nothing was applied)")
+	}
+	patch := make(jsonpatch.Patch, 0, len(list))
+	for i, raw := range list {
+		one, err := jsonpatch.DecodePatch(append(append([]byte{'['}, raw...), ']'))
+		if err != nil || len(one) != 1 {
+			p := fmt.Sprintf("/%d", i)
+			return nil, refuse(ErrPatch, p, fmt.Sprintf("the patch at %s is not an RFC 6902 operation: its op is not add, remove, replace, move, copy or test, or a field is missing; write it as {\"op\": \"replace\", \"path\": \"/failed\", \"value\": 3} (nothing was applied)", p))
+		}
+		patch = append(patch, one[0])
 	}
 	next, err := patch.ApplyWithOptions(d.raw, patchOptions)
 	if err != nil {
@@ -111,8 +120,6 @@ func (d *Data) patchError(patch jsonpatch.Patch) error {
 		path, _ := op.Path()
 		reason := "it does not apply"
 		switch {
-		case !slices.Contains([]string{"add", "remove", "replace", "move", "copy", "test"}, kind):
-			reason = "its op is not add, remove, replace, move, copy or test"
 		case errors.Is(err, jsonpatch.ErrTestFailed):
 			reason = "its test failed: the value there differs"
 		case errors.Is(err, jsonpatch.ErrMissing):
@@ -143,6 +150,9 @@ func (d *Data) accept(obj json.RawMessage) ([]byte, *Bound, error) {
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, nil, notObject(v)
+	}
+	if p, ok := emptyKey(v, ""); ok {
+		return nil, nil, refuse(ErrEmptyKey, p, fmt.Sprintf("%s has an empty key; give it a name: the JSON Patch libraries clients apply updates with cannot address an empty key reliably", dataAt(p)))
 	}
 	raw := buf.Bytes()
 	if d.opts.Schema != nil {
@@ -229,4 +239,27 @@ func unmarshalNumbers(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	return dec.Decode(v)
+}
+
+// emptyKey returns the path of the first object (in key order) that has an
+// empty key.
+func emptyKey(v any, path string) (string, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x[""]; ok {
+			return path, true
+		}
+		for _, k := range sortedKeys(x) {
+			if p, ok := emptyKey(x[k], path+"/"+escapeToken(k)); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, ok := emptyKey(e, fmt.Sprintf("%s/%d", path, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }

@@ -22,6 +22,9 @@ var (
 	// ErrBadSchema is a declared component whose schema is not valid JSON
 	// Schema; every show and update of it is refused.
 	ErrBadSchema = errors.New("component: the component's schema is not valid")
+	// ErrEmptyKey is data with an empty object key, which the JSON Patch
+	// libraries clients apply updates with cannot address reliably.
+	ErrEmptyKey = errors.New("component: data has an empty key")
 	// ErrPatch is a patch that does not apply; nothing of it was applied.
 	ErrPatch = errors.New("component: the patch does not apply")
 	// ErrBind is data that does not bind into a valid surface tree.
