@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/wI2L/jsondiff"
 
 	"github.com/getorrery/orrery/protocol"
 )
@@ -32,8 +31,9 @@ type Options struct {
 type Data struct {
 	opts      Options
 	raw       []byte // compact, the last good data
+	val       any    // raw decoded; never changed, only replaced
 	bound     *Bound // raw bound into the structure; nil without one
-	published []byte // what Publish last handed out
+	published any    // the decoded data Publish last handed out
 }
 
 // NewData checks an instance's first data, as ui.show gives it, and returns
@@ -41,11 +41,11 @@ type Data struct {
 func NewData(first json.RawMessage, opts Options) (*Data, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	d := &Data{opts: opts}
-	raw, bound, err := d.accept(first)
+	c, err := d.accept(first)
 	if err != nil {
 		return nil, err
 	}
-	d.raw, d.bound, d.published = raw, bound, raw
+	d.raw, d.val, d.bound, d.published = c.raw, c.val, c.bound, c.val
 	return d, nil
 }
 
@@ -63,11 +63,11 @@ func (d *Data) Bound() *Bound { return d.bound }
 // refuses, keeping the last good data, with an *Error: ErrNotObject,
 // ErrTooLarge over limits.DataBytes, ErrBadSchema, ErrDataSchema or ErrBind.
 func (d *Data) Set(obj json.RawMessage) ([]protocol.PatchOp, error) {
-	raw, bound, err := d.accept(obj)
+	c, err := d.accept(obj)
 	if err != nil {
 		return nil, err
 	}
-	return d.commit(raw, bound)
+	return d.commit(c)
 }
 
 // Patch applies RFC 6902 operations (a JSON array) to the last good data,
@@ -93,11 +93,11 @@ func (d *Data) Patch(ops json.RawMessage) ([]protocol.PatchOp, error) {
 	if err != nil {
 		return nil, d.patchError(patch)
 	}
-	raw, bound, err := d.accept(next)
+	c, err := d.accept(next)
 	if err != nil {
 		return nil, err
 	}
-	return d.commit(raw, bound)
+	return d.commit(c)
 }
 
 var patchOptions = func() *jsonpatch.ApplyOptions {
@@ -135,35 +135,43 @@ func (d *Data) patchError(patch jsonpatch.Patch) error {
 	return refuse(ErrPatch, "", "the patch does not apply; check it against the current data (nothing was applied, and the data is unchanged)")
 }
 
-// accept checks a candidate data and returns it compact and bound.
-func (d *Data) accept(obj json.RawMessage) ([]byte, *Bound, error) {
+// candidate is data that passed every check.
+type candidate struct {
+	raw   []byte
+	val   any
+	bound *Bound
+}
+
+// accept checks a candidate data and returns it compact, decoded and bound.
+func (d *Data) accept(obj json.RawMessage) (candidate, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, obj); err != nil {
-		return nil, nil, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
+		return candidate{}, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
 	}
 	if err := d.checkSize(buf.Len()); err != nil {
-		return nil, nil, err
+		return candidate{}, err
 	}
 	v, err := decode(buf.Bytes())
 	if err != nil {
-		return nil, nil, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
+		return candidate{}, refuse(ErrNotObject, "", fmt.Sprintf("the data is not JSON (%v); send one JSON object such as {\"failed\": 0}", err))
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, nil, notObject(v)
+		return candidate{}, notObject(v)
 	}
-	if p, ok := emptyKey(v, ""); ok {
-		return nil, nil, refuse(ErrEmptyKey, p, fmt.Sprintf("%s has an empty key; give it a name: the JSON Patch libraries clients apply updates with cannot address an empty key reliably", dataAt(p)))
+	if hasEmptyKey(v) {
+		p, _ := emptyKey(v, "")
+		return candidate{}, refuse(ErrEmptyKey, p, fmt.Sprintf("%s has an empty key; give it a name: the JSON Patch libraries clients apply updates with cannot address an empty key reliably", dataAt(p)))
 	}
 	raw := buf.Bytes()
 	if d.opts.Schema != nil {
 		if v, err = d.opts.Schema.check(v); err != nil {
-			return nil, nil, err
+			return candidate{}, err
 		}
 		if raw, err = marshal(v); err != nil {
-			return nil, nil, fmt.Errorf("accept component data: %w", err)
+			return candidate{}, fmt.Errorf("accept component data: %w", err)
 		}
 		if err := d.checkSize(len(raw)); err != nil {
-			return nil, nil, err
+			return candidate{}, err
 		}
 	}
 	var bound *Bound
@@ -172,13 +180,13 @@ func (d *Data) accept(obj json.RawMessage) ([]byte, *Bound, error) {
 		if err != nil {
 			var e *bindError
 			if errors.As(err, &e) {
-				return nil, nil, e.refusal()
+				return candidate{}, e.refusal()
 			}
-			return nil, nil, err
+			return candidate{}, err
 		}
 		bound = b
 	}
-	return slices.Clone(raw), bound, nil
+	return candidate{raw: slices.Clone(raw), val: v, bound: bound}, nil
 }
 
 func (d *Data) checkSize(n int) error {
@@ -189,13 +197,13 @@ func (d *Data) checkSize(n int) error {
 		groupInt(n), groupInt(d.opts.Limits.DataBytes)))
 }
 
-// commit makes raw the last good data and returns the change.
-func (d *Data) commit(raw []byte, bound *Bound) ([]protocol.PatchOp, error) {
-	ops, err := Diff(d.raw, raw)
+// commit makes c the last good data and returns the change.
+func (d *Data) commit(c candidate) ([]protocol.PatchOp, error) {
+	ops, err := diffValues(d.val, c.val)
 	if err != nil {
 		return nil, err
 	}
-	d.raw, d.bound = raw, bound
+	d.raw, d.val, d.bound = c.raw, c.val, c.bound
 	return ops, nil
 }
 
@@ -205,40 +213,33 @@ func (d *Data) commit(raw []byte, bound *Bound) ([]protocol.PatchOp, error) {
 // this at each allowed moment, so intermediate values are skipped and the
 // last one always goes out. It returns no operations when nothing changed.
 func (d *Data) Publish() ([]protocol.PatchOp, error) {
-	ops, err := Diff(d.published, d.raw)
+	ops, err := diffValues(d.published, d.val)
 	if err != nil {
 		return nil, err
 	}
-	d.published = d.raw
+	d.published = d.val
 	return ops, nil
 }
 
-// Diff returns the smallest change from one JSON document to another as
-// RFC 6902 add, replace and remove operations: arrays are compared by
-// index, and a subtree whose operations would be longer than replacing it
-// is replaced whole. Numbers keep their exact text.
-func Diff(from, to json.RawMessage) ([]protocol.PatchOp, error) {
-	patch, err := jsondiff.CompareJSON(from, to, jsondiff.UnmarshalFunc(unmarshalNumbers), jsondiff.Rationalize())
-	if err != nil {
-		return nil, fmt.Errorf("diff component data: %w", err)
-	}
-	ops := make([]protocol.PatchOp, 0, len(patch))
-	for _, op := range patch {
-		p := protocol.PatchOp{Op: op.Type, Path: op.Path, From: op.From}
-		if op.Type == jsondiff.OperationAdd || op.Type == jsondiff.OperationReplace {
-			if p.Value, err = marshal(op.Value); err != nil {
-				return nil, fmt.Errorf("diff component data: %w", err)
+
+// hasEmptyKey reports whether some object in v has an empty key; it is
+// the fast check before emptyKey finds where.
+func hasEmptyKey(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "" || hasEmptyKey(e) {
+				return true
 			}
 		}
-		ops = append(ops, p)
+	case []any:
+		for _, e := range x {
+			if hasEmptyKey(e) {
+				return true
+			}
+		}
 	}
-	return ops, nil
-}
-
-func unmarshalNumbers(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return dec.Decode(v)
+	return false
 }
 
 // emptyKey returns the path of the first object (in key order) that has an

@@ -72,6 +72,8 @@ func TestSetDiff(t *testing.T) {
 		{"append", `{"runs":["a"]}`, `{"runs":["a","b"]}`, `[{"op":"add","path":"/runs/-","value":"b"}]`},
 		{"exact numbers", `{"id":1}`, `{"id":12345678901234567890}`, `[{"op":"replace","path":"/id","value":12345678901234567890}]`},
 		{"escaped keys", `{"a/b":1,"m~n":1,"title":"a long title that stays"}`, `{"a/b":2,"m~n":2,"title":"a long title that stays"}`, `[{"op":"replace","path":"/a~1b","value":2},{"op":"replace","path":"/m~0n","value":2}]`},
+		{"shifted array replaced whole", `{"list":[1,2,3,4,5,6,7,8],"title":"a long title that stays"}`, `{"list":[0,1,2,3,4,5,6,7,8],"title":"a long title that stays"}`,
+			`[{"op":"replace","path":"/list","value":[0,1,2,3,4,5,6,7,8]}]`},
 		{"whole subtree when smaller", `{"x":{"a":1,"b":2,"c":3}}`, `{"x":{"a":4,"b":5,"c":6}}`, `[{"op":"replace","path":"/x","value":{"a":4,"b":5,"c":6}}]`},
 	}
 	for _, tt := range tests {
