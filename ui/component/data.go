@@ -221,7 +221,6 @@ func (d *Data) Publish() ([]protocol.PatchOp, error) {
 	return ops, nil
 }
 
-
 // hasEmptyKey reports whether some object in v has an empty key; it is
 // the fast check before emptyKey finds where.
 func hasEmptyKey(v any) bool {
