@@ -46,7 +46,9 @@ func TestRunWithProviders(t *testing.T) {
 	}{
 		{
 			name: "openai by key and model flag", fixture: "../../agent/provider/openai/testdata/text.sse",
-			env:  func(u string) map[string]string { return map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": u + "/v1"} },
+			env: func(u string) map[string]string {
+				return map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": u + "/v1"}
+			},
 			args: []string{"--model", "openai:gpt-4.1"}, wantOut: "Hello! The sky is blue.", wantCost: 216,
 		},
 		{
@@ -58,7 +60,9 @@ func TestRunWithProviders(t *testing.T) {
 		},
 		{
 			name: "a rejected key says what to do", fixture: "../../agent/provider/openai/testdata/text.sse", status: http.StatusUnauthorized,
-			env:  func(u string) map[string]string { return map[string]string{"OPENAI_API_KEY": "sk-bad", "OPENAI_BASE_URL": u + "/v1"} },
+			env: func(u string) map[string]string {
+				return map[string]string{"OPENAI_API_KEY": "sk-bad", "OPENAI_BASE_URL": u + "/v1"}
+			},
 			args: []string{"--model", "openai:gpt-4.1"}, wantCode: exitRunFailed, wantOut: "OPENAI_API_KEY",
 		},
 	}
