@@ -456,3 +456,27 @@ func waitForFile(t *testing.T, path string, done <-chan error) {
 		}
 	}
 }
+
+func TestSessionOutlivesConnectContext(t *testing.T) {
+	ts, _ := startHTTP(t, "s3cret")
+	configs := map[string]orrerymcp.ServerConfig{
+		"stdio": stdioConfig(kindTools),
+		"http":  {URL: ts.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}},
+	}
+	for name, cfg := range configs {
+		t.Run(name, func(t *testing.T) {
+			logger, _ := testLogger(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			srv, err := orrerymcp.Connect(ctx, name, cfg, logger)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			res := call(t, toolsByName(t, srv.Tools()), "mcp."+name+".add", `{"a":1,"b":2}`)
+			if res.Text != "3" {
+				t.Errorf("add.Call() after Connect's ctx ended = %+v, want 3", res)
+			}
+		})
+	}
+}

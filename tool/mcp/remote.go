@@ -150,10 +150,13 @@ func (s *Server) deadResult(t *remoteTool, reason string) tool.Result {
 		s.name, reason, t.spec.Name, check, s.stderr.tailNote())}
 }
 
+// jsonSpace is the white space JSON allows around a value.
+const jsonSpace = " \t\r\n"
+
 // objectArgs returns raw when it is one JSON object, and {} when it is
 // empty, as a model sends for a tool without parameters.
 func objectArgs(raw json.RawMessage) (json.RawMessage, bool) {
-	trimmed := bytes.TrimSpace(raw)
+	trimmed := bytes.Trim(raw, jsonSpace)
 	if len(trimmed) == 0 {
 		return json.RawMessage("{}"), true
 	}
