@@ -24,7 +24,8 @@ type ServerConfig struct {
 	// Args are the program's arguments.
 	Args []string `toml:"args"`
 	// Env holds variables added to the environment Orrery itself runs in,
-	// replacing any of the same name.
+	// replacing any of the same name. (Command is found through Orrery's
+	// own PATH, not one set here.)
 	Env map[string]string `toml:"env"`
 	// Cwd is the directory the program runs in; empty means Orrery's own.
 	Cwd string `toml:"cwd"`

@@ -65,7 +65,7 @@ func TestHTTP(t *testing.T) {
 func TestHTTPWithoutHeaders(t *testing.T) {
 	ts, refused := startHTTP(t, "s3cret")
 	logger, _ := testLogger(t)
-	srv, err := orrerymcp.Connect(context.Background(), "web", orrerymcp.ServerConfig{URL: ts.URL}, logger)
+	srv, err := orrerymcp.Connect(context.Background(), "web", orrerymcp.ServerConfig{URL: ts.URL + "/?key=k3y-in-url"}, logger)
 	if err == nil {
 		srv.Close()
 		t.Fatal("Connect() without the token = nil error, want one")
@@ -75,6 +75,9 @@ func TestHTTPWithoutHeaders(t *testing.T) {
 			t.Errorf("Connect() = %q, want it to contain %q", err, w)
 		}
 	}
+	if strings.Contains(err.Error(), "k3y-in-url") {
+		t.Errorf("Connect() = %q, shows the URL's query", err)
+	}
 	if refused.Load() == 0 {
 		t.Errorf("the server refused no request, want the first")
 	}
@@ -83,17 +86,22 @@ func TestHTTPWithoutHeaders(t *testing.T) {
 func TestHTTPServerGone(t *testing.T) {
 	ts, _ := startHTTP(t, "s3cret")
 	logger, _ := testLogger(t)
-	srv, err := orrerymcp.Connect(context.Background(), "web", orrerymcp.ServerConfig{URL: ts.URL, Headers: map[string]string{"Authorization": "Bearer s3cret"}}, logger)
+	// A key in the URL's query must not reach the model.
+	url := ts.URL + "/mcp?key=k3y-in-url"
+	srv, err := orrerymcp.Connect(context.Background(), "web", orrerymcp.ServerConfig{URL: url, Headers: map[string]string{"Authorization": "Bearer s3cret"}}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tools := toolsByName(t, srv.Tools())
 	ts.Close()
 	res := call(t, tools, "mcp.web.add", `{"a":1,"b":2}`)
-	for _, w := range []string{`MCP server "web"`, ts.URL, "[mcp.servers.web]", "next session"} {
+	for _, w := range []string{`MCP server "web"`, ts.URL + "/mcp", "[mcp.servers.web]", "next session"} {
 		if !res.Error || !strings.Contains(res.Text, w) {
 			t.Errorf("Call() on a gone server = %+v, want an error containing %q", res, w)
 		}
+	}
+	if strings.Contains(res.Text, "k3y-in-url") {
+		t.Errorf("Call() on a gone server = %q, shows the URL's query", res.Text)
 	}
 	// Ending the session is a DELETE the gone server cannot take; that is
 	// no failure of Close.

@@ -106,9 +106,9 @@ func (s *Server) failedResult(ctx context.Context, t *remoteTool, err error) (to
 		return s.deadResult(t, reason), nil
 	}
 	if s.cfg.URL != "" {
-		return tool.Result{Error: true, Text: fmt.Sprintf(
+		return tool.Result{Error: true, Text: s.redact(fmt.Sprintf(
 			"the MCP server %q at %s did not answer the call to %s (%v); check that it is running and that url in [mcp.servers.%s] is right; Orrery connects to it again with the next session",
-			s.name, s.cfg.URL, t.spec.Name, err, s.name)}, nil
+			s.name, s.cfg.URL, t.spec.Name, err, s.name))}, nil
 	}
 	return tool.Result{Error: true, Text: fmt.Sprintf(
 		"the MCP server %q failed the call to %s (%v); try again, and if it keeps failing check command and args in [mcp.servers.%s]%s",
@@ -145,9 +145,9 @@ func (s *Server) deadResult(t *remoteTool, reason string) tool.Result {
 	if s.cfg.URL != "" {
 		check = fmt.Sprintf("check that it is running and that url in [mcp.servers.%s] is right", s.name)
 	}
-	return tool.Result{Error: true, Text: fmt.Sprintf(
+	return tool.Result{Error: true, Text: s.redact(fmt.Sprintf(
 		"the MCP server %q is not running (%s), so %s cannot be called in this session; it is started again with the next session, and if it keeps stopping, %s%s",
-		s.name, reason, t.spec.Name, check, s.stderr.tailNote())}
+		s.name, reason, t.spec.Name, check, s.stderr.tailNote()))}
 }
 
 // jsonSpace is the white space JSON allows around a value.
@@ -185,15 +185,15 @@ func snippet(raw json.RawMessage) string {
 // type gets type "object", the only type MCP allows for arguments.
 func parameters(schema any) json.RawMessage {
 	if schema == nil {
-		return objectSchema
+		return objectSchema()
 	}
 	b, err := json.Marshal(schema)
 	if err != nil {
-		return objectSchema
+		return objectSchema()
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil || len(m) == 0 {
-		return objectSchema
+		return objectSchema()
 	}
 	if _, ok := m["type"]; ok {
 		return b
@@ -201,7 +201,7 @@ func parameters(schema any) json.RawMessage {
 	m["type"] = json.RawMessage(`"object"`)
 	b, err = json.Marshal(m)
 	if err != nil {
-		return objectSchema
+		return objectSchema()
 	}
 	return b
 }

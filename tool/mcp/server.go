@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -134,7 +135,10 @@ func (s *Server) connectError(ctx context.Context, err error) error {
 		}
 		return fmt.Errorf("start MCP server %q: %w; %s%s", s.name, err, hint, s.stderr.tailNote())
 	}
-	return fmt.Errorf("connect to MCP server %q at %s: %w; check that it is running and that url and headers in [mcp.servers.%s] are right", s.name, s.cfg.URL, err, s.name)
+	return &redactedError{
+		text: s.redact(fmt.Sprintf("connect to MCP server %q at %s: %v; check that it is running and that url and headers in [mcp.servers.%s] are right", s.name, s.cfg.URL, err, s.name)),
+		err:  err,
+	}
 }
 
 // listTools lists every tool the server offers, page by page.
@@ -338,5 +342,33 @@ func (w *stderrLog) tailNote() string {
 	return ". Its last lines on stderr: " + strings.Join(lines, " | ")
 }
 
-// objectSchema is the schema of a tool whose server gave none.
-var objectSchema = json.RawMessage(`{"type":"object"}`)
+// objectSchema returns the schema of a tool whose server gave none, new
+// each time so that no two tools share its bytes.
+func objectSchema() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+
+// redactedError is an error whose text has its URL redacted.
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e *redactedError) Error() string { return e.text }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact returns text with s's URL shown without its query and user
+// info, which may hold a key: the text may reach a model or a log.
+func (s *Server) redact(text string) string {
+	if s.cfg.URL == "" {
+		return text
+	}
+	u, err := url.Parse(s.cfg.URL)
+	if err != nil {
+		return text
+	}
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	if u.User != nil {
+		// net/http shows a URL with its password masked.
+		text = strings.ReplaceAll(text, u.Redacted(), shown)
+	}
+	return strings.ReplaceAll(text, s.cfg.URL, shown)
+}
