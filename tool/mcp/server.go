@@ -53,8 +53,11 @@ type Server struct {
 
 // Connect reaches the server cfg describes and named name: it starts the
 // command (or connects to the url), initializes the MCP session and lists
-// the server's tools, following every page. ctx bounds only connecting;
-// the session lasts until Close. A nil logger discards.
+// the server's tools, following every page. ctx bounds only connecting,
+// and a server that never answers holds Connect until ctx ends, so give
+// ctx a deadline; the session lasts until Close. A nil logger discards.
+// The tools are listed once: a server's later tools/list_changed is not
+// followed.
 func Connect(ctx context.Context, name string, cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -99,6 +102,7 @@ func Connect(ctx context.Context, name string, cfg ServerConfig, logger *slog.Lo
 	})
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
+		s.stopCalls()
 		return nil, s.connectError(ctx, err)
 	}
 	s.session = session

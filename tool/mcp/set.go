@@ -20,7 +20,9 @@ type Set struct {
 // to connect, or whose name or config is invalid, is logged and left out:
 // the others still connect. ConnectAll always returns a Set (holding the
 // servers that connected) and, when some failed, an error joining one
-// error per failed server, in name order, each saying what to fix.
+// error per failed server, in name order, each saying what to fix. As with
+// Connect, ctx should carry a deadline: ConnectAll waits for the slowest
+// server.
 func ConnectAll(ctx context.Context, servers map[string]ServerConfig, logger *slog.Logger) (*Set, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
