@@ -20,6 +20,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/tool/mcp"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	Consent ConsentConfig `toml:"consent"`
 	// Workspace is the [workspace] table: where tools may reach.
 	Workspace WorkspaceConfig `toml:"workspace"`
+	// MCP is the [mcp] table: [mcp.servers.<name>], the MCP servers whose
+	// tools the agent may find and call (as mcp.<name>.<tool>).
+	MCP MCPConfig `toml:"mcp"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -94,6 +98,15 @@ type WorkspaceConfig struct {
 	Extra []string `toml:"extra"`
 }
 
+// MCPConfig is the [mcp] table.
+type MCPConfig struct {
+	// Servers are the [mcp.servers.<name>] tables: command, args, env and
+	// cwd for a stdio server, or url and headers for streamable HTTP.
+	Servers map[string]mcp.ServerConfig `toml:"servers"`
+	// ConnectTimeout bounds each server's start and handshake.
+	ConnectTimeout Duration `toml:"connect_timeout"`
+}
+
 // AgentConfig is the [agent] table.
 type AgentConfig struct {
 	// Model is the default model spec; empty chooses by the keys in the
@@ -126,6 +139,7 @@ func Default() Config {
 		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
 		Prices:  agent.PriceTable{},
 		Consent: ConsentConfig{Timeout: Duration{5 * time.Minute}},
+		MCP:     MCPConfig{ConnectTimeout: Duration{30 * time.Second}},
 	}
 }
 
@@ -296,6 +310,14 @@ func (c *Config) Validate() error {
 	for id, p := range c.UI.Placements {
 		if _, err := ui.ParsePlacement(p.Placement); err != nil {
 			return fmt.Errorf("ui.placements.%q.placement: %w", id, err)
+		}
+	}
+	for name, srv := range c.MCP.Servers {
+		if err := mcp.ValidateName(name); err != nil {
+			return err
+		}
+		if err := srv.Validate(); err != nil {
+			return fmt.Errorf("mcp.servers.%s: %w", name, err)
 		}
 	}
 	for name, a := range c.Models {

@@ -245,8 +245,8 @@ func TestAGUIClient(t *testing.T) {
 				if len(run.ToolResults) != 1 || run.ToolResults[0].ToolCallID != call.ToolCallID || run.ToolResults[0].Content != "ping" {
 					t.Fatalf("tool results = %+v, want one answering %s with \"ping\"", run.ToolResults, call.ToolCallID)
 				}
-				if !jsonEqual(string(run.ToolResults[0].Outcome), fmt.Sprintf(`{"status":"ok","surface":%q}`, call.ToolCallID)) {
-					t.Errorf("TOOL_CALL_RESULT metadata.orrery.outcome = %s, want status ok, surface %s", run.ToolResults[0].Outcome, call.ToolCallID)
+				if !jsonEqual(string(run.ToolResults[0].Outcome), fmt.Sprintf(`{"status":"ok","surface":%q,"rule":"default: tools that only read are allowed"}`, call.ToolCallID)) {
+					t.Errorf("TOOL_CALL_RESULT metadata.orrery.outcome = %s, want status ok, surface %s, and the default rule that allowed it", run.ToolResults[0].Outcome, call.ToolCallID)
 				}
 				wantDelta := fmt.Sprintf(`[{"op":"add","path":"/surfaces/%s","value":{"kind":{"t":"text","value":"ping"}}}]`, call.ToolCallID)
 				if len(run.StateDeltas) != 1 || !jsonEqual(mustJSON(t, run.StateDeltas[0]), wantDelta) {

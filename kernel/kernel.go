@@ -35,6 +35,10 @@ type Config struct {
 	DefaultModel string
 	// Tools are the tools the kernel runs itself; nil means none.
 	Tools *tool.Set
+	// Searchable are tools kept out of every model request, which the
+	// model finds with tools.search, such as MCP servers' tools. Their
+	// names must not clash with Tools or the ui tools.
+	Searchable *tool.Set
 	// Prices turn usage into cost.
 	Prices agent.PriceTable
 	// Placements are the person's configured placements by id

@@ -133,7 +133,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 func (s *Session) loop(r *run) {
 	defer close(r.done)
 	l := &agent.Loop{Provider: r.provider, Tools: s.k.cfg.Tools, ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
-		Searchable: uiTools(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
+		Searchable: searchable(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
 	t := &turn{s: s, r: r}
 	for {
 		res := l.Run(r.ctx, t)

@@ -13,17 +13,21 @@ import (
 	"github.com/getorrery/orrery/ui"
 )
 
-// uiTools are the agent's own ui.show and ui.hide on session s. They are
-// searchable (tools.search) rather than in every request.
-func uiTools(s *Session) *tool.Set {
-	return tool.NewSet(&showTool{s: s}, &hideTool{s: s})
+// searchable returns the tools a session's model finds with tools.search:
+// its ui tools and the kernel's searchable tools (MCP servers' tools …).
+func searchable(s *Session) *tool.Set {
+	tools := []tool.Tool{&showTool{s: s}, &hideTool{s: s}}
+	for _, spec := range s.k.cfg.Searchable.Specs() {
+		t, _ := s.k.cfg.Searchable.Lookup(spec.Name)
+		tools = append(tools, t)
+	}
+	return tool.NewSet(tools...)
 }
 
 type showTool struct{ s *Session }
 
 var _ tool.Tool = (*showTool)(nil)
 
-// showKinds describes every surface kind and its fields, for the model.
 // showKinds lists the surface kinds and their fields for ui.show's
 // description; the list is worked out once from the schemas.
 var showKinds = sync.OnceValue(listKinds)

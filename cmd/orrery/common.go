@@ -14,6 +14,7 @@ import (
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
+	"github.com/getorrery/orrery/tool/mcp"
 )
 
 // commonFlags are the flags every command that uses the data dir takes.
@@ -55,13 +56,16 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 type embedded struct {
 	store  *sqlite.Log
 	kernel *kernel.Kernel
+	mcp    *mcp.Set
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
 // closing any run a dead process left in flight. Tools work in the current
 // directory unless a session names its own cwd. opts adjust the kernel's
-// config last (orrery run's --yes).
-func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, opts ...func(*kernel.Config)) (*embedded, error) {
+// config last (orrery run's --yes). With withMCP it starts the configured
+// MCP servers, whose tools the model finds with tools.search; a server that
+// fails to start is reported and left out.
+func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withMCP bool, opts ...func(*kernel.Config)) (*embedded, error) {
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
 	if _, err := resolver.Resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
@@ -89,19 +93,30 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		MaxSteps:       cfg.Agent.MaxSteps,
 		Logger:         log,
 	}
+	var servers *mcp.Set
+	if withMCP && len(cfg.MCP.Servers) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, cfg.MCP.ConnectTimeout.Duration)
+		servers, err = mcp.ConnectAll(cctx, cfg.MCP.Servers, log)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "orrery: some MCP servers did not start, and their tools are missing: %v\n", err)
+		}
+		kc.Searchable = tool.NewSet(servers.Tools()...)
+	}
 	for _, o := range opts {
 		o(&kc)
 	}
 	k := kernel.New(kc)
 	if err := k.Open(ctx); err != nil {
+		servers.Close()
 		st.Close()
 		return nil, err
 	}
-	return &embedded{store: st, kernel: k}, nil
+	return &embedded{store: st, kernel: k, mcp: servers}, nil
 }
 
 func (e *embedded) Close(ctx context.Context) error {
-	return errors.Join(e.kernel.Close(ctx), e.store.Close())
+	return errors.Join(e.kernel.Close(ctx), e.mcp.Close(), e.store.Close())
 }
 
 func newLogger(e *env, level slog.Level) *slog.Logger {

@@ -73,7 +73,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	// unless --allow or --yes covers it.
 	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
 	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), func(kc *kernel.Config) { kc.AutoApprove = c.yes })
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes })
 	if err != nil {
 		return err
 	}

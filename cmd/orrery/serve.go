@@ -88,7 +88,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	k, err := openKernel(ctx, c.env, cfg, log)
+	k, err := openKernel(ctx, c.env, cfg, log, true)
 	if err != nil {
 		return err
 	}

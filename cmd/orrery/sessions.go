@@ -33,7 +33,7 @@ func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn))
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), false)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func newTestServer() *mcp.Server {
 	srv.AddTool(&mcp.Tool{Name: "env", Description: "Tells ORRERY_TEST_VALUE and the working directory.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			wd, _ := os.Getwd()
-			return text(os.Getenv("ORRERY_TEST_VALUE") + "\n" + wd), nil
+			return text(os.Getenv("ORRERY_TEST_VALUE") + "\n" + wd + "\n" + os.Getenv("OPENAI_API_KEY")), nil
 		})
 	srv.AddTool(&mcp.Tool{Name: "fail", Description: "Always fails.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -195,13 +195,15 @@ func TestConcurrentCalls(t *testing.T) {
 
 func TestEnvAndCwd(t *testing.T) {
 	dir := t.TempDir()
+	// Orrery's own secrets stay out of a server's environment.
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
 	cfg := stdioConfig(kindTools)
 	cfg.Env["ORRERY_TEST_VALUE"] = "from config"
 	cfg.Cwd = dir
 	tools := toolsByName(t, connect(t, "test", cfg).Tools())
 	res := call(t, tools, "mcp.test.env", `{}`)
 	wantDir, _ := filepath.EvalSymlinks(dir)
-	if want := "from config\n" + wantDir; res.Text != want {
+	if want := "from config\n" + wantDir + "\n"; res.Text != want {
 		t.Errorf("env.Call() = %q, want %q", res.Text, want)
 	}
 }

@@ -76,9 +76,7 @@ func Connect(ctx context.Context, name string, cfg ServerConfig, logger *slog.Lo
 	if cfg.Command != "" {
 		cmd := exec.Command(cfg.Command, cfg.Args...)
 		cmd.Dir = cfg.Cwd
-		if len(cfg.Env) > 0 {
-			cmd.Env = environ(cfg.Env)
-		}
+		cmd.Env = environ(cfg.Env)
 		s.stderr = &stderrLog{logger: logger}
 		cmd.Stderr = s.stderr
 		// A server whose children keep stderr open must not hold Close.
@@ -244,15 +242,25 @@ func (s *Server) endedReason() (string, bool) {
 	return "its connection closed", true
 }
 
-// environ returns the process's environment with env laid over it, sorted
-// for a stable order.
+// passed are the variables of Orrery's own environment a server inherits:
+// what finding programs, a home and a locale need. Anything else, model API
+// keys above all, reaches a server only through its env table.
+var passed = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "SHELL", "TERM", "SYSTEMROOT", "APPDATA", "LOCALAPPDATA", "USERPROFILE"}
+
+// environ returns a minimal environment (the passed variables that are set)
+// with env laid over it, sorted for a stable order.
 func environ(env map[string]string) []string {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := os.Environ()
+	var out []string
+	for _, k := range passed {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
 	for _, k := range keys {
 		out = append(out, k+"="+env[k])
 	}
