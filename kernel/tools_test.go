@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
@@ -71,8 +72,9 @@ func TestShellStreamsOntoItsSurface(t *testing.T) {
 func TestCancelKillsTheShell(t *testing.T) {
 	s, dir := codingEnv(t)
 	marker := filepath.Join(dir, "finished")
+	pidFile := filepath.Join(dir, "sleep.pid")
 	w := watch(t, s, kernel.Caller{})
-	res, err := s.Send(context.Background(), kernel.SendInput{Text: "run `echo started; sleep 30; touch " + marker + "`"})
+	res, err := s.Send(context.Background(), kernel.SendInput{Text: "run `sleep 30 & echo $! > " + pidFile + "; echo started; wait; touch " + marker + "`"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +83,28 @@ func TestCancelKillsTheShell(t *testing.T) {
 		d, ok := ev.(*protocol.StateDelta)
 		return ok && strings.HasSuffix(d.Delta[len(d.Delta)-1].Path, "/kind/chunks")
 	})
+	cancelled := time.Now()
 	if err := s.Cancel(context.Background(), res.RunID); err != nil {
 		t.Fatal(err)
 	}
 	end := w.until(terminal)
+	// Logged, not asserted: the issue's "within 1 s" is a figure to report.
+	t.Logf("cancel to terminal frame: %v", time.Since(cancelled))
 	if f, ok := end.(*protocol.RunFinished); !ok || f.Outcome.Type != protocol.OutcomeCancelled {
 		t.Fatalf("terminal = %#v, want RUN_FINISHED cancelled", end)
+	}
+	// The command's child, in its process group, is killed too.
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := "/proc/" + strings.TrimSpace(string(pid)) + "/stat"
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(stat) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %s still runs after the cancel", strings.TrimSpace(string(pid)))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran to its end after the cancel")
@@ -112,4 +130,15 @@ func TestEditShowsADiff(t *testing.T) {
 	if err != nil || string(got) != "Goodbye world\n" {
 		t.Errorf("file = %q, %v; want the edit applied", got, err)
 	}
+}
+
+// alive reports whether the process whose /proc stat file is stat runs: it
+// exists and is not a zombie (an orphan nobody has reaped yet).
+func alive(stat string) bool {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
