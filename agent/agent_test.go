@@ -333,3 +333,35 @@ func TestTextAfterACallIsANewMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestBadArgumentsAreReportedToTheModel(t *testing.T) {
+	tests := []struct {
+		name, args, want string
+	}{
+		{"not JSON", `{"text": `, "not valid JSON"},
+		{"wrong type", `{"text": 5}`, "at /text"},
+		{"missing field", `{}`, "text"},
+		{"not an object", `["x"]`, "must be a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &deltas{list: []agent.Delta{{Kind: agent.DeltaToolCall, ToolName: "echo", Text: tt.args}}}
+			res := run(t, p, tool.Builtins(), 0, "go")
+			var result *protocol.ToolCallResult
+			for _, ev := range res.events {
+				if r, ok := ev.(*protocol.ToolCallResult); ok {
+					result = r
+				}
+			}
+			if result == nil {
+				t.Fatalf("no TOOL_CALL_RESULT: %s", res.types())
+			}
+			if got := result.Content.String(); !strings.Contains(got, tt.want) || !strings.Contains(string(result.Orrery().Outcome), `"status":"error"`) {
+				t.Errorf("result %q, outcome %s; want an error naming %q", got, result.Orrery().Outcome, tt.want)
+			}
+			if _, ok := res.terminal.(*protocol.RunFinished); !ok {
+				t.Errorf("terminal = %T, want the run to go on and finish", res.terminal)
+			}
+		})
+	}
+}
