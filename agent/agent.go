@@ -78,6 +78,28 @@ type Provider interface {
 	Stream(ctx context.Context, req Request, emit func(Delta) error) (Usage, error)
 }
 
+// Runner is an agent that runs whole turns itself, such as an external ACP
+// agent with its own loop and tools: when a session's provider is also a
+// Runner, the kernel hands it the turn instead of running the built-in
+// Loop. Its Stream is never called.
+type Runner interface {
+	Provider
+	// Run runs one turn: it reads the conversation and emits the turn's
+	// events through in.Turn, asks in.Gate before anything the consent
+	// rules cover, and returns how the turn ended. It returns when ctx
+	// ends (the run was cancelled).
+	Run(ctx context.Context, in RunInput) Result
+}
+
+// RunInput is what a Runner gets for one turn.
+type RunInput struct {
+	Turn      Turn
+	Gate      Gate
+	Workspace tool.Workspace
+	// ClientTools are the tools the client offered in RunAgentInput.
+	ClientTools []protocol.Tool
+}
+
 // Error is a provider failure with a code for RUN_ERROR and a message that
 // says what to do.
 type Error struct {

@@ -135,8 +135,14 @@ func (s *Session) loop(r *run) {
 	l := &agent.Loop{Provider: r.provider, Tools: s.k.cfg.Tools, ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
 		Searchable: searchable(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
 	t := &turn{s: s, r: r}
+	runTurn := func() agent.Result { return l.Run(r.ctx, t) }
+	if rn, ok := r.provider.(agent.Runner); ok {
+		runTurn = func() agent.Result {
+			return rn.Run(r.ctx, agent.RunInput{Turn: t, Gate: l.Gate, Workspace: l.Workspace, ClientTools: r.clientTools})
+		}
+	}
 	for {
-		res := l.Run(r.ctx, t)
+		res := runTurn()
 		finished := true
 		if err := s.do(context.Background(), func() { finished = s.finishRun(r, res) }); err != nil {
 			return
