@@ -136,45 +136,43 @@ func (r *Resolver) aliasList() string {
 	return ", an alias from config (" + strings.Join(names, ", ") + ")"
 }
 
+// providerEnv names a provider's usual key and server variables.
+var providerEnv = map[string]struct{ key, base string }{
+	"openai":    {OpenAIKeyEnv, OpenAIBaseEnv},
+	"anthropic": {AnthropicKeyEnv, AnthropicBaseEnv},
+}
+
 // alias builds the provider of one alias (or of provider:NAME).
 func (r *Resolver) alias(spec string, a Alias) (agent.Provider, error) {
-	switch a.Provider {
-	case "offline":
+	if a.Provider == "offline" {
 		return offline.New(), nil
-	case "openai":
-		keyEnv := a.KeyEnv
-		if keyEnv == "" {
-			keyEnv = OpenAIKeyEnv
-		}
-		base := a.BaseURL
-		if base == "" {
-			base = r.getenv(OpenAIBaseEnv)
-		}
-		p, err := openai.New(openai.Config{
+	}
+	names, ok := providerEnv[a.Provider]
+	if !ok {
+		return nil, fmt.Errorf("model %s: provider %q is unknown: set provider to openai, anthropic or offline in [models.%s]", spec, a.Provider, spec)
+	}
+	keyEnv, base := a.KeyEnv, a.BaseURL
+	if keyEnv == "" {
+		keyEnv = names.key
+	}
+	if base == "" {
+		base = r.getenv(names.base)
+	}
+	var p agent.Provider
+	var err error
+	if a.Provider == "openai" {
+		p, err = openai.New(openai.Config{
 			Model: a.Model, BaseURL: base, APIKey: r.getenv(keyEnv),
 			HTTPClient: r.HTTPClient, MaxTokens: a.MaxTokens, Logger: r.Logger,
 		})
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w", spec, err)
-		}
-		return p, nil
-	case "anthropic":
-		keyEnv := a.KeyEnv
-		if keyEnv == "" {
-			keyEnv = AnthropicKeyEnv
-		}
-		base := a.BaseURL
-		if base == "" {
-			base = r.getenv(AnthropicBaseEnv)
-		}
-		p, err := anthropic.New(anthropic.Config{
+	} else {
+		p, err = anthropic.New(anthropic.Config{
 			Model: a.Model, BaseURL: base, APIKey: r.getenv(keyEnv),
 			HTTPClient: r.HTTPClient, MaxTokens: a.MaxTokens,
 		})
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w", spec, err)
-		}
-		return p, nil
 	}
-	return nil, fmt.Errorf("model %s: provider %q is unknown: set provider to openai, anthropic or offline in [models.%s]", spec, a.Provider, spec)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", spec, err)
+	}
+	return p, nil
 }
