@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -221,6 +223,17 @@ func (k *Kernel) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 		if _, err := k.provider(opts.Model); err != nil {
 			return nil, &RequestError{Msg: err.Error()}
 		}
+	}
+	if opts.Cwd != "" {
+		// The cwd is the session's workspace: the tools may reach only
+		// below it, so it must be a real directory named absolutely.
+		if !filepath.IsAbs(opts.Cwd) {
+			return nil, &RequestError{Msg: fmt.Sprintf("cwd %q is not an absolute path: name the session's directory from the root, such as /home/me/project", opts.Cwd)}
+		}
+		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
+			return nil, &RequestError{Msg: fmt.Sprintf("cwd %q is not a directory on the kernel's machine: name one that exists there, or omit cwd for the kernel's own", opts.Cwd)}
+		}
+		opts.Cwd = filepath.Clean(opts.Cwd)
 	}
 	info := store.Session{ID: opts.ID, Title: opts.Title, Model: opts.Model, Cwd: opts.Cwd, Created: k.now()}
 	if err := k.cfg.Store.CreateSession(ctx, info); err != nil {

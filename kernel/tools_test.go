@@ -142,3 +142,21 @@ func alive(stat string) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
+
+func TestSessionCwdIsChecked(t *testing.T) {
+	e := newEnv(t, "offline")
+	dir := t.TempDir()
+	tests := []struct {
+		cwd, want string
+	}{
+		{"relative/dir", "not an absolute path"},
+		{filepath.Join(dir, "missing"), "not a directory"},
+		{dir, ""},
+	}
+	for _, tt := range tests {
+		_, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: tt.cwd})
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("CreateSession(cwd %q) = %v, want %q", tt.cwd, err, tt.want)
+		}
+	}
+}
