@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -81,6 +82,7 @@ type slowClient struct {
 	stalled bool
 
 	last    uint64
+	seen    atomic.Uint64 // last, for other goroutines to read
 	errs    []string
 	samples []slowSample
 	// cutoff is how the stalled connection ended once read again.
@@ -105,6 +107,7 @@ func (c *slowClient) take(ref *chaosRef, seq uint64, data []byte, at, n int, now
 		c.fail("%s", d)
 	}
 	c.last = seq
+	c.seen.Store(seq)
 	if chaosType(data, "TEXT_MESSAGE_CONTENT") {
 		var ev struct {
 			Delta string `json:"delta"`
@@ -571,6 +574,19 @@ func TestSlowClientBigCommit(t *testing.T) {
 	if err := r.control(map[string]any{"t": "run.send", "id": "go", "session": session, "input": map[string]any{"text": "go"}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Every client takes what the run has sent so far, so each queue is
+	// empty when the big commit comes (on a loaded machine a writer may
+	// otherwise still hold the first frames, and then it is behind).
+	head := uint64(len(r.readLog(t, session)))
+	for _, c := range clients {
+		for c.seen.Load() < head {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never took the run's first %d frames (it is at %d)", c.name, head, c.seen.Load())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 
 	// Hold the database's write lock, as a long checkpoint or a slow disk
 	// would, while the model streams 2×QueueFrames deltas; they queue for
@@ -601,7 +617,7 @@ func TestSlowClientBigCommit(t *testing.T) {
 	feed.deltas <- agent.Delta{}
 	wg.Wait()
 
-	head := uint64(len(r.readLog(t, session)))
+	head = uint64(len(r.readLog(t, session)))
 	for _, c := range clients {
 		for _, e := range c.errs {
 			t.Errorf("%s: %s", c.name, e)
