@@ -187,7 +187,7 @@ func browser(t *testing.T, width, height int) context.Context {
 		cancelTab()
 		cancelAlloc()
 	})
-	if err := chromedp.Do(ctx); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
 	return ctx

@@ -4,7 +4,7 @@
 // requests.
 
 import { applyPatch, at } from './patch.js';
-import { drawKind, drawNode, destroyCharts, el, button } from './surfaces.js';
+import { drawKind, drawNode, destroyCharts, chartOf, el, button } from './surfaces.js';
 import { renderMarkdown } from './markdown.js';
 import * as bindings from './bindings.js';
 
@@ -337,7 +337,7 @@ function drawItem(it) {
     case 'consent':
       return drawConsent(it);
     case 'decision':
-      return el('div', 'notice decision', '🛡 ', it.text);
+      return el('div', 'notice decision', 'Consent: ', it.text);
     case 'notice':
       return el('div', `notice ${it.level || ''}`, it.level === 'error' ? '⚠ ' : 'ℹ ', it.text);
   }
@@ -377,7 +377,7 @@ function drawConsent(it) {
   box.setAttribute('role', 'alertdialog');
   box.setAttribute('aria-label', `Allow ${req.tool}?`);
   box.append(
-    el('div', 'consent-q', '🛡 Allow ', el('code', '', req.tool), req.subject ? el('span', '', ' ', el('code', '', req.subject)) : null, '?'),
+    el('div', 'consent-q', 'Consent needed: allow ', el('code', '', req.tool), req.subject ? el('span', '', ' ', el('code', '', req.subject)) : null, '?'),
     el('pre', 'consent-args', JSON.stringify(req.args ?? {}, null, 2)),
     el('div', 'consent-rule', `Asked because of ${req.rule}`),
   );
@@ -691,6 +691,7 @@ function start() {
 
 // For tests and bug reports: replay frames into the page, read its state
 // and evaluate a binding template as the page does.
+window.orreryCharts = chartOf;
 window.orrery = {
   ingest,
   view,

@@ -138,6 +138,11 @@ function drawChart(k) {
   return fig;
 }
 
+/** chartOf returns the Chart.js chart drawn on a canvas, if any. */
+export function chartOf(canvas) {
+  return Chart.getChart(canvas);
+}
+
 /** destroyCharts releases the charts under root before it is replaced. */
 export function destroyCharts(root) {
   for (const c of root.querySelectorAll('canvas')) Chart.getChart(c)?.destroy();
