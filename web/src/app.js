@@ -181,7 +181,7 @@ function apply(f) {
       break;
     case 'RUN_ERROR':
       view.runId = '';
-      item('notice', '', { text: `The run ended with an error: ${f.message}`, level: 'error' });
+      item('notice', '', { text: `The run ended${f.code ? ` (${f.code})` : ''}: ${f.message}`, level: 'error' });
       refreshSessions();
       break;
     case 'TEXT_MESSAGE_START':
