@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/web"
 )
 
 // DefaultMaxBodyBytes bounds a request body when Config.MaxBodyBytes is 0.
@@ -115,15 +117,19 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /ws", s.handleWS)
+	page := web.New()
+	s.mux.Handle("GET /{$}", page)
+	s.mux.Handle("GET /assets/", page)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
 
 // ServeHTTP implements http.Handler. A request from off loopback needs a
-// valid token, except GET /healthz and GET /ws (which may authenticate with
-// its hello instead).
+// valid token, except GET /healthz, GET /ws (which may authenticate with
+// its hello instead) and the web client's page and assets (which hold no
+// session data, and ask for the token the other routes need).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" && !isPage(r) {
 		if err := s.cfg.Tokens.Check(r); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
 			writeError(w, http.StatusUnauthorized, err.Error())
@@ -131,6 +137,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// isPage reports whether r reads the web client's page or one of its
+// assets.
+func isPage(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/assets/"))
 }
 
 // Close ends every stream in progress and waits for their handlers to

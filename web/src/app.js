@@ -1,0 +1,701 @@
+// Orrery's web client: sessions, the thread, placements, consent and the
+// composer, over GET /events (SSE) and POST /control as docs/protocol.md
+// describes. State is only ever what the kernel sent; the page sends
+// requests.
+
+import { applyPatch, at } from './patch.js';
+import { drawKind, drawNode, destroyCharts, chartOf, el, button } from './surfaces.js';
+import { renderMarkdown } from './markdown.js';
+import * as bindings from './bindings.js';
+
+const CLIENT = 'web';
+const DRAWS = 'thread,tools,reasoning,surfaces,consent';
+const PLACEMENTS = ['band', 'pane.left', 'pane.right', 'footer', 'inline', 'hidden'];
+
+const $ = (id) => document.getElementById(id);
+
+// ---- connection ----------------------------------------------------------
+
+const conn = {
+  token: localStorage.getItem('orrery.token') || '',
+  es: null, // the EventSource of the session shown
+  retry: 0, // reconnect attempts since the last frame
+  timer: 0,
+};
+
+class HTTPError extends Error {
+  constructor(status, msg) {
+    super(msg);
+    this.status = status;
+  }
+}
+
+/** control sends one request to POST /control and returns its reply value. */
+async function control(body) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (conn.token) headers.Authorization = `Bearer ${conn.token}`;
+  const req = { id: `r${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`, ...body };
+  let res;
+  try {
+    res = await fetch(`/control?client=${CLIENT}&draws=${DRAWS}`, { method: 'POST', headers, body: JSON.stringify(req) });
+  } catch {
+    throw new HTTPError(0, 'The kernel cannot be reached: check that orrery serve is running, then try again.');
+  }
+  const value = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    askToken();
+    throw new HTTPError(401, value.error || 'This kernel needs a node token: enter one from orrery node token create.');
+  }
+  if (!res.ok) throw new HTTPError(res.status, value.error || `The kernel answered ${res.status}.`);
+  return value;
+}
+
+function setConn(state, words) {
+  const c = $('conn');
+  c.dataset.state = state;
+  c.textContent = { live: '● ', connecting: '◌ ', offline: '○ ' }[state] + words;
+}
+
+function connect() {
+  clearTimeout(conn.timer);
+  conn.es?.close();
+  conn.es = null;
+  if (!view.session) {
+    setConn('offline', 'no session');
+    return;
+  }
+  const q = new URLSearchParams({ session: view.session, client: CLIENT, draws: DRAWS, since: String(view.lastSeq), coalesce: '1' });
+  if (conn.token) q.set('token', conn.token);
+  setConn('connecting', view.lastSeq > 0 ? `resuming after ${view.lastSeq}…` : 'connecting…');
+  const es = new EventSource(`/events?${q}`);
+  conn.es = es;
+  es.onopen = () => {
+    conn.retry = 0;
+    setConn('live', 'live');
+  };
+  es.onmessage = (ev) => {
+    if (conn.es !== es) return;
+    let frame;
+    try {
+      frame = JSON.parse(ev.data);
+    } catch {
+      return;
+    }
+    ingest(frame);
+  };
+  es.onerror = () => {
+    if (conn.es !== es) return;
+    // Reconnect ourselves, with since = the last seq we hold, so nothing is
+    // lost or repeated whatever the browser's own retry would do.
+    es.close();
+    conn.es = null;
+    const delay = Math.min(5000, 250 * 2 ** conn.retry++);
+    setConn('offline', `disconnected; reconnecting in ${Math.ceil(delay / 1000)} s`);
+    conn.timer = setTimeout(async () => {
+      try {
+        await control({ t: 'session.list' });
+      } catch (err) {
+        if (err.status === 401) return;
+      }
+      connect();
+    }, delay);
+  };
+}
+
+// ---- the session shown ---------------------------------------------------
+
+const view = {
+  session: '',
+  lastSeq: 0,
+  doc: { ui: { nodes: {}, components: {} }, surfaces: {} },
+  items: [], // thread items in order
+  byId: new Map(), // messageId / toolCallId → item
+  runId: '', // the run in flight
+  consent: new Map(), // request → orrery.consent.requested value
+};
+
+function resetView(session) {
+  destroyCharts(document.body);
+  view.session = session;
+  view.lastSeq = 0;
+  view.doc = { ui: { nodes: {}, components: {} }, surfaces: {} };
+  view.items = [];
+  view.byId = new Map();
+  view.runId = '';
+  view.consent = new Map();
+  $('thread').replaceChildren();
+  scheduleRender();
+}
+
+function item(kind, id, fields = {}) {
+  const it = { kind, id, el: null, dirty: true, ...fields };
+  view.items.push(it);
+  if (id) view.byId.set(id, it);
+  return it;
+}
+
+function touch(it) {
+  if (it) {
+    it.dirty = true;
+    scheduleRender();
+  }
+}
+
+/** ingest applies one frame, once: a frame at or below the last seq is a repeat. */
+function ingest(f) {
+  const seq = f.metadata?.orrery?.seq ?? 0;
+  if (seq > 0) {
+    if (seq <= view.lastSeq) return;
+    view.lastSeq = seq;
+  }
+  try {
+    apply(f);
+  } catch (err) {
+    console.error('frame', f, err);
+  }
+  scheduleRender();
+}
+
+function apply(f) {
+  switch (f.type) {
+    case 'STATE_SNAPSHOT':
+      view.doc = f.snapshot || {};
+      break;
+    case 'STATE_DELTA':
+      view.doc = applyPatch(view.doc, f.delta || []);
+      for (const op of f.delta || []) {
+        const m = /^\/surfaces\/([^/]+)/.exec(op.path);
+        if (m) touch(view.byId.get(m[1].replaceAll('~1', '/').replaceAll('~0', '~')));
+      }
+      break;
+    case 'MESSAGES_SNAPSHOT':
+      for (const m of f.messages || []) fromMessage(m);
+      break;
+    case 'RUN_STARTED':
+      view.runId = f.runId;
+      break;
+    case 'RUN_FINISHED':
+      view.runId = '';
+      if (f.outcome?.type === 'cancelled') item('notice', '', { text: 'Stopped.' });
+      refreshSessions();
+      break;
+    case 'RUN_ERROR':
+      view.runId = '';
+      item('notice', '', { text: `The run ended${f.code ? ` (${f.code})` : ''}: ${f.message}`, level: 'error' });
+      refreshSessions();
+      break;
+    case 'TEXT_MESSAGE_START':
+      item('assistant', f.messageId, { text: '' });
+      break;
+    case 'TEXT_MESSAGE_CONTENT': {
+      const it = view.byId.get(f.messageId) || item('assistant', f.messageId, { text: '' });
+      it.text += f.delta;
+      touch(it);
+      break;
+    }
+    case 'TEXT_MESSAGE_CHUNK': {
+      const it = view.byId.get(f.messageId) || item('assistant', f.messageId, { text: '' });
+      it.text += f.delta || '';
+      touch(it);
+      break;
+    }
+    case 'REASONING_MESSAGE_START':
+      item('reasoning', f.messageId, { text: '' });
+      break;
+    case 'REASONING_MESSAGE_CONTENT': {
+      const it = view.byId.get(f.messageId) || item('reasoning', f.messageId, { text: '' });
+      it.text += f.delta;
+      touch(it);
+      break;
+    }
+    case 'TOOL_CALL_START':
+      item('tool', f.toolCallId, { name: f.toolCallName, args: '', result: null, outcome: null, decision: '' });
+      break;
+    case 'TOOL_CALL_ARGS': {
+      const it = view.byId.get(f.toolCallId);
+      if (it) {
+        it.args += f.delta;
+        touch(it);
+      }
+      break;
+    }
+    case 'TOOL_CALL_RESULT': {
+      const it = view.byId.get(f.toolCallId) || item('tool', f.toolCallId, { name: 'tool', args: '' });
+      it.result = f.content;
+      it.outcome = f.metadata?.orrery?.outcome || null;
+      touch(it);
+      break;
+    }
+    case 'CUSTOM':
+      custom(f.name, f.value || {});
+      break;
+  }
+}
+
+function custom(name, v) {
+  switch (name) {
+    case 'orrery.user.message':
+      if (!view.byId.has(v.id)) item('user', v.id, { text: typeof v.content === 'string' ? v.content : textOf(v.content), steer: Boolean(v.steer) });
+      break;
+    case 'orrery.consent.requested':
+      view.consent.set(v.request, v);
+      item('consent', `consent:${v.request}`, { request: v.request });
+      break;
+    case 'orrery.consent.resolved': {
+      const req = view.consent.get(v.request);
+      view.consent.delete(v.request);
+      const it = view.byId.get(`consent:${v.request}`);
+      if (it) {
+        it.kind = 'decision';
+        it.text = `${req ? `${req.tool}${req.subject ? `(${req.subject})` : ''}: ` : ''}${v.outcome}${v.option ? ` (${v.option.replace('_', ' ')})` : ''}${v.client ? ` by ${v.client}` : ''}`;
+        touch(it);
+      }
+      break;
+    }
+    case 'orrery.notice':
+      item('notice', '', { text: `${v.ext ? `${v.ext}: ` : ''}${v.text}`, level: v.level });
+      break;
+    default:
+      // Unknown custom events are ignored, never interpreted.
+  }
+}
+
+function textOf(content) {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  return '';
+}
+
+function fromMessage(m) {
+  if (view.byId.has(m.id)) return;
+  switch (m.role) {
+    case 'user':
+      item('user', m.id, { text: textOf(m.content) });
+      break;
+    case 'assistant':
+      if (textOf(m.content)) item('assistant', m.id, { text: textOf(m.content) });
+      for (const c of m.toolCalls || []) item('tool', c.id, { name: c.function?.name, args: c.function?.arguments || '', result: null });
+      break;
+    case 'reasoning':
+      item('reasoning', m.id, { text: textOf(m.content) });
+      break;
+    case 'tool': {
+      const it = view.byId.get(m.toolCallId);
+      if (it) it.result = textOf(m.content);
+      break;
+    }
+  }
+}
+
+// ---- drawing -------------------------------------------------------------
+
+let frame = 0;
+function scheduleRender() {
+  if (!frame) frame = requestAnimationFrame(render);
+}
+
+function render() {
+  frame = 0;
+  renderThread();
+  renderPlacements();
+  renderComposer();
+}
+
+function renderThread() {
+  const thread = $('thread');
+  const nearBottom = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 80;
+  for (const it of view.items) {
+    if (!it.dirty && it.el) continue;
+    const next = drawItem(it);
+    if (it.el) {
+      destroyCharts(it.el);
+      it.el.replaceWith(next);
+    } else {
+      thread.append(next);
+    }
+    it.el = next;
+    it.dirty = false;
+  }
+  if (nearBottom) thread.scrollTop = thread.scrollHeight;
+}
+
+function drawItem(it) {
+  switch (it.kind) {
+    case 'user':
+      return el('div', `msg user${it.steer ? ' steer' : ''}`, el('div', 'who', it.steer ? 'You (steer)' : 'You'), el('div', 'body plain', it.text));
+    case 'assistant': {
+      const body = el('div', 'body md');
+      body.append(renderMarkdown(it.text));
+      return el('div', 'msg assistant', el('div', 'who', 'Agent'), body);
+    }
+    case 'reasoning': {
+      const d = el('details', 'reasoning', el('summary', '', 'Reasoning'), el('div', 'body plain', it.text));
+      return d;
+    }
+    case 'tool':
+      return drawTool(it);
+    case 'consent':
+      return drawConsent(it);
+    case 'decision':
+      return el('div', 'notice decision', 'Consent: ', it.text);
+    case 'notice':
+      return el('div', `notice ${it.level || ''}`, it.level === 'error' ? '⚠ ' : 'ℹ ', it.text);
+  }
+  return el('div');
+}
+
+function prettyArgs(s) {
+  try {
+    return JSON.stringify(JSON.parse(s), null, 2);
+  } catch {
+    return s;
+  }
+}
+
+function drawTool(it) {
+  const live = view.doc.surfaces?.[it.id];
+  if (live) it.surface = live; // keep the last one: surfaces reset each run
+  const status = it.outcome?.status || (it.result === null ? 'running' : 'ok');
+  const glyph = { ok: '✓', error: '✗', denied: '⊘', running: '◐' }[status] || '•';
+  const d = el('details', `tool tool-${status}`);
+  d.open = status === 'running' || Boolean(it.surface?.kind && ['stream', 'diff'].includes(it.surface.kind.t));
+  d.append(el('summary', '', el('span', 'tool-status', `${glyph} ${status}`), ' ', el('code', 'tool-name', it.name || 'tool')));
+  if (it.args) d.append(el('div', 'label', 'Arguments'), el('pre', 'tool-args', prettyArgs(it.args)));
+  if (it.surface?.kind) {
+    d.append(el('div', 'label', 'Output'), el('div', 'tool-surface', drawKind(it.surface.kind)));
+  } else if (it.result !== null) {
+    d.append(el('div', 'label', 'Result'), el('pre', 'tool-result', it.result));
+  }
+  if (it.outcome?.rule) d.append(el('div', 'tool-rule', `Decided by: ${it.outcome.rule}`));
+  return d;
+}
+
+function drawConsent(it) {
+  const req = view.consent.get(it.request);
+  if (!req) return el('div');
+  const box = el('div', 'consent');
+  box.setAttribute('role', 'alertdialog');
+  box.setAttribute('aria-label', `Allow ${req.tool}?`);
+  box.append(
+    el('div', 'consent-q', 'Consent needed: allow ', el('code', '', req.tool), req.subject ? el('span', '', ' ', el('code', '', req.subject)) : null, '?'),
+    el('pre', 'consent-args', JSON.stringify(req.args ?? {}, null, 2)),
+    el('div', 'consent-rule', `Asked because of ${req.rule}`),
+  );
+  const opts = el('div', 'consent-options');
+  for (const o of req.options || []) {
+    const b = button(o.label || o.id, async () => {
+      try {
+        await control({ t: 'consent.answer', session: view.session, request: req.request, option: o.id });
+      } catch (err) {
+        toast(err.message);
+      }
+    }, o.id === 'deny' ? 'danger' : o.id === 'allow_once' ? 'primary' : '');
+    b.dataset.option = o.id;
+    opts.append(b);
+  }
+  box.append(opts);
+  return box;
+}
+
+function nodeData(id, n) {
+  const [, owner, name] = /^placed:([^:]+(?::[^:]+)?):(.*)$/.exec(id) || [];
+  if (typeof n.data === 'string' && n.data.startsWith('/')) return at(view.doc, n.data);
+  if (n.data && typeof n.data === 'object') return n.data;
+  return view.doc.data?.[owner]?.[name];
+}
+
+function nodeParts(id) {
+  const m = /^placed:(.*):([^:]*)$/.exec(id);
+  return m ? { owner: m[1], name: m[2] } : { owner: '', name: id };
+}
+
+function drawPlaced(id, n) {
+  const { owner, name } = nodeParts(id);
+  const stopped = n.stopped || n.state === 'stopped';
+  const card = el('section', `placed${stopped ? ' stopped' : ''}`);
+  card.dataset.node = id;
+  card.setAttribute('aria-label', `${n.title || name} from ${owner}`);
+  const head = el('header', 'placed-head',
+    el('span', 'placed-title', n.title || name),
+    el('span', 'owner', n.owner || owner),
+    stopped ? el('span', 'stopped-tag', '⏸ stopped') : null);
+  const tools = el('span', 'placed-tools');
+  const move = el('select', 'move', PLACEMENTS.filter((p) => p !== 'hidden').map((p) => {
+    const o = el('option', '', p);
+    o.value = p;
+    return o;
+  }));
+  move.value = n.placement;
+  move.setAttribute('aria-label', `Move ${n.title || name}`);
+  move.addEventListener('change', () => layout('ui.move', id, move.value));
+  tools.append(move, button('Hide', () => layout('ui.hide', id), 'small'), button('Save', () => layout('ui.save', id), 'small'));
+  head.append(tools);
+  card.append(head);
+  const body = el('div', 'placed-body');
+  if (n.component !== undefined || n.structure !== undefined) {
+    const structure = n.structure ?? view.doc.ui?.components?.[n.component];
+    const data = nodeData(id, n) ?? {};
+    const intent = (action, value) => sendIntent(id, action, value);
+    let drawn = null;
+    try {
+      drawn = structure ? drawNode(structure, data, intent) : null;
+    } catch (err) {
+      drawn = el('div', 'k-text', `This component could not be drawn: ${err.message}`);
+    }
+    body.append(drawn || el('div', 'k-text', ''));
+  } else if (n.surface?.kind) {
+    body.append(drawKind(n.surface.kind));
+  } else if (n.fallback?.kind) {
+    body.append(drawKind(n.fallback.kind));
+  }
+  card.append(body);
+  return card;
+}
+
+let placedSig = '';
+function renderPlacements() {
+  const nodes = view.doc.ui?.nodes || {};
+  const sig = JSON.stringify([nodes, view.doc.ui?.components, view.doc.data]);
+  if (sig === placedSig) return;
+  placedSig = sig;
+  const regions = { band: $('band'), 'pane.left': $('pane-left'), 'pane.right': $('pane-right'), footer: $('footer'), inline: $('inline') };
+  for (const r of Object.values(regions)) {
+    destroyCharts(r);
+    r.replaceChildren();
+  }
+  for (const [id, n] of Object.entries(nodes).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    if (id === 'placed:host:consent') continue; // drawn in the thread, with its request
+    const r = regions[n.placement];
+    if (r) r.append(drawPlaced(id, n));
+  }
+  for (const [name, r] of Object.entries(regions)) {
+    r.hidden = r.childElementCount === 0;
+    r.dataset.placement = name;
+  }
+  document.body.classList.toggle('has-left', !regions['pane.left'].hidden);
+  document.body.classList.toggle('has-right', !regions['pane.right'].hidden);
+}
+
+async function layout(t, node, placement) {
+  try {
+    await control({ t, session: view.session, node, ...(placement ? { placement } : {}) });
+    if (t === 'ui.save') toast(`Saved where ${node} is in the server's config.`);
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+async function sendIntent(node, action, value) {
+  const req = { t: 'ui.intent', session: view.session, node, action };
+  if (value !== undefined) req.value = value;
+  try {
+    await control(req);
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+// ---- sessions ------------------------------------------------------------
+
+let sessions = [];
+
+async function refreshSessions() {
+  try {
+    sessions = (await control({ t: 'session.list' })).sessions || [];
+  } catch (err) {
+    if (err.status !== 401) setConn('offline', 'the kernel cannot be reached');
+    return;
+  }
+  const list = $('sessions');
+  list.replaceChildren(...sessions.slice().reverse().map((s) => {
+    const b = button('', () => openSession(s.id), 'session');
+    b.append(
+      el('span', 'session-title', s.title || s.id),
+      el('span', 'session-meta', `${s.running ? '◐ running' : '○ idle'} · $${(s.micro_usd / 1e6).toFixed(4)}`),
+    );
+    b.dataset.session = s.id;
+    if (s.id === view.session) b.setAttribute('aria-current', 'true');
+    return el('li', '', b);
+  }));
+}
+
+function openSession(id) {
+  if (id === view.session) return;
+  location.hash = `session=${encodeURIComponent(id)}`;
+  resetView(id);
+  connect();
+  refreshSessions();
+  $('prompt').focus();
+}
+
+async function newSession(title) {
+  try {
+    const { session } = await control({ t: 'session.new', ...(title ? { title } : {}) });
+    openSession(session);
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+// ---- composer ------------------------------------------------------------
+
+const SLASH = [
+  ['/new [title]', 'start a new session'],
+  ['/stop', 'stop the run in flight'],
+  ['/steer TEXT', 'add to the run in flight'],
+  ['/ui', 'list what is placed'],
+  ['/ui move ID PLACEMENT', 'move a placed surface'],
+  ['/ui hide ID', 'hide a placed surface'],
+  ['/ui save ID', 'keep where it is, in config'],
+  ['/help', 'list these commands'],
+];
+
+function renderComposer() {
+  const running = Boolean(view.runId);
+  $('send').textContent = running ? 'Steer' : 'Send';
+  $('send').title = running ? 'Add this to the run in flight (Enter)' : 'Send (Enter)';
+  $('stop').hidden = !running;
+  $('run-state').textContent = running ? '◐ running' : '○ idle';
+}
+
+function findNode(id) {
+  const nodes = view.doc.ui?.nodes || {};
+  if (nodes[id]) return id;
+  return Object.keys(nodes).find((k) => nodeParts(k).name === id) || id;
+}
+
+async function slash(text) {
+  const [cmd, ...rest] = text.trim().split(/\s+/);
+  switch (cmd) {
+    case '/new':
+      return newSession(rest.join(' '));
+    case '/stop':
+      return stop();
+    case '/steer':
+      return send(rest.join(' '), true);
+    case '/help':
+      item('notice', '', { text: SLASH.map(([c, w]) => `${c}: ${w}`).join('\n') });
+      return scheduleRender();
+    case '/ui': {
+      const [sub, id, placement] = rest;
+      if (!sub || sub === 'list') {
+        const nodes = Object.entries(view.doc.ui?.nodes || {});
+        item('notice', '', { text: nodes.length ? nodes.map(([k, n]) => `${nodeParts(k).name}  ${n.placement}  ${n.owner}  ${n.title || ''}`).join('\n') : 'Nothing is placed.' });
+        return scheduleRender();
+      }
+      if (!['move', 'hide', 'save'].includes(sub) || !id || (sub === 'move' && !PLACEMENTS.includes(placement))) {
+        return toast(`Write /ui move ID PLACEMENT (one of ${PLACEMENTS.join(', ')}), /ui hide ID or /ui save ID.`);
+      }
+      return layout(`ui.${sub}`, findNode(id), placement);
+    }
+  }
+  return toast(`${cmd} is not a command here: type /help for the list.`);
+}
+
+async function send(text, steer = Boolean(view.runId)) {
+  if (!text.trim()) return;
+  if (!view.session) {
+    const { session } = await control({ t: 'session.new' });
+    openSession(session);
+  }
+  const req = { t: 'run.send', session: view.session, input: { text } };
+  if (steer) req.target = 'steer';
+  await control(req);
+}
+
+async function stop() {
+  try {
+    await control({ t: 'run.cancel', session: view.session, ...(view.runId ? { runId: view.runId } : {}) });
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+async function submit() {
+  const box = $('prompt');
+  const text = box.value;
+  if (!text.trim()) return;
+  try {
+    if (text.startsWith('/')) await slash(text);
+    else await send(text);
+    box.value = '';
+    hints();
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+function hints() {
+  const v = $('prompt').value;
+  const h = $('hints');
+  if (v.startsWith('/') && !v.includes('\n')) {
+    const matches = SLASH.filter(([c]) => c.startsWith(v.split(' ')[0]));
+    h.replaceChildren(...matches.map(([c, w]) => el('li', '', el('code', '', c), ` ${w}`)));
+    h.hidden = matches.length === 0;
+  } else {
+    h.hidden = true;
+  }
+}
+
+// ---- token, toasts -------------------------------------------------------
+
+function askToken() {
+  const d = $('token-dialog');
+  if (!d.open) d.showModal();
+}
+
+function toast(msg) {
+  const t = el('div', 'toast', msg);
+  t.setAttribute('role', 'status');
+  $('toasts').append(t);
+  setTimeout(() => t.remove(), 6000);
+}
+
+// ---- start ---------------------------------------------------------------
+
+function start() {
+  $('new-session').addEventListener('click', () => newSession());
+  $('send').addEventListener('click', submit);
+  $('stop').addEventListener('click', stop);
+  $('prompt').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      submit();
+    } else if (ev.key === 'Escape' && view.runId) {
+      ev.preventDefault();
+      stop();
+    }
+  });
+  $('prompt').addEventListener('input', hints);
+  $('token-form').addEventListener('submit', (ev) => {
+    const v = $('token').value.trim();
+    if (!v) {
+      ev.preventDefault();
+      return;
+    }
+    conn.token = v;
+    localStorage.setItem('orrery.token', v);
+    refreshSessions();
+    connect();
+  });
+  window.addEventListener('hashchange', () => {
+    const id = new URLSearchParams(location.hash.slice(1)).get('session');
+    if (id && id !== view.session) openSession(id);
+  });
+  const id = new URLSearchParams(location.hash.slice(1)).get('session');
+  if (id) openSession(id);
+  else setConn('offline', 'no session: send a prompt or press New');
+  refreshSessions();
+  setInterval(refreshSessions, 5000);
+}
+
+// For tests and bug reports: replay frames into the page, read its state
+// and evaluate a binding template as the page does.
+window.orreryCharts = chartOf;
+window.orrery = {
+  ingest,
+  view,
+  render: (template, data) => bindings.renderString(template, data),
+};
+
+start();
