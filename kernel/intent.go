@@ -166,7 +166,10 @@ func (s *Session) openLink(ctx context.Context, inst *instance, href string) err
 		}
 		target = abs
 	}
-	ext, _ := inst.owner.Ext()
+	var ext string
+	if id, ok := inst.owner.Ext(); ok {
+		ext = id
+	}
 	if s.k.cfg.Opener == nil {
 		return s.notice(NoticeInfo, ext, fmt.Sprintf("link: %s (this client is not on the host's screen, so nothing was opened there; open it yourself)", linkTarget(link, target)))
 	}

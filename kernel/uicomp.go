@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -78,9 +79,13 @@ func (s *Session) updateData(owner ui.Owner, id string, up DataUpdate) error {
 	if len(up.Set) > 0 {
 		_, err = inst.data.Set(up.Set)
 	} else {
-		_, err = inst.data.Patch(up.Patch)
+		err = patchData(inst.data, up.Patch)
 	}
 	if err != nil {
+		var re *RequestError
+		if errors.As(err, &re) {
+			return err
+		}
 		return refuse(err)
 	}
 	publish, wait := inst.pace.Update()
@@ -91,6 +96,21 @@ func (s *Session) updateData(owner ui.Owner, id string, up DataUpdate) error {
 		s.flushAfter(inst, wait)
 	}
 	return nil
+}
+
+// patchData applies a patch to data. evanphx/json-patch v5.9.11 panics on
+// a test operation whose value holds null inside an array (lazyNode.equal
+// on a nil node); the panic would take the session down, so it becomes a
+// refusal, and the data, which Patch changes only after the patch applied,
+// keeps its last good value.
+func patchData(d *component.Data, ops json.RawMessage) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &RequestError{Msg: "the patch could not be applied (its test operation compares a value holding null, which the JSON Patch library cannot): nothing was applied; send set with the whole object instead, or test a smaller value"}
+		}
+	}()
+	_, err = d.Patch(ops)
+	return err
 }
 
 // notAComponent is the refusal of a data update for an id owner did not

@@ -167,6 +167,14 @@ func waitDurable(t *testing.T, s *kernel.Session) {
 	waitHead(t, s, info.Head)
 }
 
+// durableHead waits until everything sequenced is published and returns
+// the head.
+func durableHead(t *testing.T, s *kernel.Session) uint64 {
+	t.Helper()
+	waitDurable(t, s)
+	return s.Head()
+}
+
 func compact(t *testing.T, s string) string {
 	t.Helper()
 	var v any
@@ -244,7 +252,7 @@ func TestComponentShowDataHide(t *testing.T) {
 
 	// set: the smallest change; patch: in order.
 	clock.Advance(time.Second)
-	head := s.Head()
+	head := durableHead(t, s)
 	if err := s.Data(ctx, owner, "build", kernel.DataUpdate{Set: json.RawMessage(`{"failed": 1, "runs": [{"name": "lint"}]}`)}); err != nil {
 		t.Fatalf("Data(set) = %v", err)
 	}
@@ -267,7 +275,7 @@ func TestComponentShowDataHide(t *testing.T) {
 
 	// A second instance of the same declared component: the structure is
 	// not sent again.
-	head = s.Head()
+	head = durableHead(t, s)
 	if err := s.Show(ctx, owner, kernel.ShowInput{ID: "deploy", Placement: "band", Component: "runs", Data: json.RawMessage(`{"runs": []}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +411,9 @@ func TestComponentRefusals(t *testing.T) {
 		{"failing patch", func() error {
 			return s.Data(ctx, ci, "build", kernel.DataUpdate{Patch: json.RawMessage(`[{"op":"replace","path":"/failed","value":5},{"op":"remove","path":"/runs/9"}]`)})
 		}, "the patch at /1 (remove /runs/9) does not apply"},
+		{"a patch the JSON Patch library panics on", func() error {
+			return s.Data(ctx, ci, "build", kernel.DataUpdate{Patch: json.RawMessage(`[{"op":"add","path":"/extra","value":[null,{"b":null}]},{"op":"test","path":"/extra","value":[null,{"b":null}]}]`)})
+		}, "its test operation compares a value holding null"},
 		{"set and patch", func() error {
 			return s.Data(ctx, ci, "build", kernel.DataUpdate{Set: json.RawMessage(`{}`), Patch: json.RawMessage(`[]`)})
 		}, "exactly one of set"},
@@ -424,7 +435,7 @@ func TestComponentRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock.Advance(time.Second)
-			head := s.Head()
+			head := durableHead(t, s)
 			err := tt.do()
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want a refusal containing %q", err, tt.want)
@@ -500,7 +511,7 @@ func TestLinkRefusals(t *testing.T) {
 		if err := show(tt.href); err != nil {
 			t.Fatalf("show link %q = %v", tt.href, err)
 		}
-		head := s.Head()
+		head := durableHead(t, s)
 		err := s.Intent(ctx, "placed:agent:l", "open", json.RawMessage(mustJSON(tt.href)))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("open %q = %v, want refused with %q", tt.href, err, tt.want)
