@@ -521,3 +521,71 @@ func TestLinkRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestComponentResumeMidway: a client that joins from a snapshot halfway,
+// then drops and resumes from the last seq it saw, holds the same state as
+// one that followed from the start, and as the kernel.
+func TestComponentResumeMidway(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, "offline", withClock(clock))
+	registerCI(t, e.k, "")
+	ctx := context.Background()
+	s := e.session(t)
+	ci := ciOwner(t)
+	from := &client{t: t}
+	step := func(do func() error) {
+		t.Helper()
+		clock.Advance(time.Second)
+		if err := do(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(id, data string) func() error {
+		return func() error { return s.Data(ctx, ci, id, kernel.DataUpdate{Set: json.RawMessage(data)}) }
+	}
+	step(func() error {
+		return s.Show(ctx, ci, kernel.ShowInput{ID: "a", Placement: "band", Component: "runs", Data: json.RawMessage(`{"runs":[]}`)})
+	})
+	step(set("a", `{"failed":1,"runs":[{"name":"lint"}]}`))
+	from.follow(s)
+
+	// The late client starts from a seq-0 snapshot.
+	waitDurable(t, s)
+	sub, err := s.Subscribe(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sub.Ready()
+	late := &client{t: t, seen: sub.Head()}
+	snap, err := protocol.DecodeEvent(sub.Take(nil)[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.apply(snap)
+	sub.Close()
+
+	step(func() error {
+		return s.Show(ctx, ci, kernel.ShowInput{ID: "b", Placement: "pane.left", Component: "runs", Data: json.RawMessage(`{"runs":[{"name":"x"}]}`)})
+	})
+	step(set("a", `{"failed":0,"runs":[]}`))
+	step(func() error { return s.Hide(ctx, ci, "a") })
+	step(func() error {
+		return s.Data(ctx, ci, "b", kernel.DataUpdate{Patch: json.RawMessage(`[{"op":"add","path":"/url","value":"https://ci.example.com"}]`)})
+	})
+	step(func() error {
+		return s.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: "t", Placement: "band", Structure: json.RawMessage(`{"type":"text","value":"${/n}"}`), Data: json.RawMessage(`{"n":"one"}`)})
+	})
+	// The late client dropped after the snapshot and resumes from its seq.
+	late.follow(s)
+	from.follow(s)
+	want := compact(t, string(stateOf(t, s)))
+	if got := compact(t, string(from.doc)); got != want {
+		t.Errorf("client from the start = %s, want %s", got, want)
+	}
+	if got := compact(t, string(late.doc)); got != want {
+		t.Errorf("client resumed midway = %s, want %s", got, want)
+	}
+	if !strings.Contains(want, `"/data/ext:ci/b"`) || !strings.Contains(want, `"https://ci.example.com"`) {
+		t.Errorf("final state %s lacks b and its data", want)
+	}
+}
