@@ -340,6 +340,20 @@ func TestComponentReplacesSurfaceAndBack(t *testing.T) {
 	if c.at("/ui/nodes/placed:agent:todo/surface") != "" || c.at("/ui/components/agent#todo") == "" || c.at("/data/agent/todo") != `{"left":3}` {
 		t.Fatalf("after a structure replaced a surface: %s", c.doc)
 	}
+	// The person moves it: the node moves, and orrery.placed carries the
+	// component, its data and its text form again.
+	head := durableHead(t, s)
+	if err := s.Move(ctx, ui.OwnerConfig, "placed:agent:todo", "band"); err != nil {
+		t.Fatalf("Move() = %v", err)
+	}
+	c.follow(s)
+	if got := c.at("/ui/nodes/placed:agent:todo/placement"); got != `"band"` {
+		t.Errorf("placement after Move = %s, want band", got)
+	}
+	moved := logged(t, s, head)
+	if len(moved) != 2 || !strings.Contains(mustJSON(moved[1]), `"component":"agent#todo","data":{"left":3},"text":"3 left"`) {
+		t.Errorf("Move logged %s, want a delta and orrery.placed with component, data and text", mustJSON(moved))
+	}
 	// The agent's way to update: show again with the whole data.
 	show(kernel.ShowInput{Structure: json.RawMessage(`{"type":"text","value":"${/left} left"}`), Data: json.RawMessage(`{"left":2}`)})
 	if got := c.at("/data/agent/todo"); got != `{"left":2}` {
