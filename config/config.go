@@ -47,6 +47,8 @@ type Config struct {
 	// MCP is the [mcp] table: [mcp.servers.<name>], the MCP servers whose
 	// tools the agent may find and call (as mcp.<name>.<tool>).
 	MCP MCPConfig `toml:"mcp"`
+	// Limits is the [limits] table: what a component may hold.
+	Limits LimitsConfig `toml:"limits"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -105,6 +107,18 @@ type MCPConfig struct {
 	Servers map[string]mcp.ServerConfig `toml:"servers"`
 	// ConnectTimeout bounds each server's start and handshake.
 	ConnectTimeout Duration `toml:"connect_timeout"`
+}
+
+// LimitsConfig is the [limits] table. A key left out (0) means the
+// default: 64 KiB structures, 256 KiB data, 10 data updates a second.
+type LimitsConfig struct {
+	// ComponentBytes is the most bytes a component's structure may have.
+	ComponentBytes int `toml:"componentBytes"`
+	// DataBytes is the most bytes one component's data may have.
+	DataBytes int `toml:"dataBytes"`
+	// DataUpdatesPerSec is how many data updates a second a component
+	// publishes; faster ones are coalesced, the last value winning.
+	DataUpdatesPerSec float64 `toml:"dataUpdatesPerSec"`
 }
 
 // AgentConfig is the [agent] table.
@@ -298,6 +312,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("agent.max_steps is %d: set it to 1 or more", c.Agent.MaxSteps)
 	case c.Consent.Timeout.Duration < time.Second:
 		return fmt.Errorf("consent.timeout is %s: set it to at least 1s", c.Consent.Timeout)
+	case c.Limits.ComponentBytes < 0:
+		return fmt.Errorf("limits.componentBytes is %d: set it to a size in bytes, or leave it out for 65536", c.Limits.ComponentBytes)
+	case c.Limits.DataBytes < 0:
+		return fmt.Errorf("limits.dataBytes is %d: set it to a size in bytes, or leave it out for 262144", c.Limits.DataBytes)
+	case c.Limits.DataUpdatesPerSec < 0:
+		return fmt.Errorf("limits.dataUpdatesPerSec is %g: set it to more than 0, or leave it out for 10", c.Limits.DataUpdatesPerSec)
 	}
 	for i, dir := range c.Workspace.Extra {
 		if !filepath.IsAbs(dir) {

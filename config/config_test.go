@@ -66,6 +66,16 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "limits",
+			file: "[limits]\ncomponentBytes = 1024\ndataBytes = 4096\ndataUpdatesPerSec = 2.5\n",
+			check: func(t *testing.T, c config.Config) {
+				if l := c.Limits; l.ComponentBytes != 1024 || l.DataBytes != 4096 || l.DataUpdatesPerSec != 2.5 {
+					t.Errorf("Limits = %+v, want the file's values", l)
+				}
+			},
+		},
+		{name: "negative limit", file: "[limits]\ndataBytes = -1\n", wantErr: "limits.dataBytes is -1"},
 		{name: "bad configured placement", file: "[ui.placements.x]\nplacement = \"sidebar\"\n", wantErr: `ui.placements."x".placement`},
 		{
 			name: "tool permissions",

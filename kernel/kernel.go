@@ -25,6 +25,7 @@ import (
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/ui"
+	"github.com/getorrery/orrery/ui/component"
 )
 
 // Config is what a Kernel is built from. Store and Models are required.
@@ -70,8 +71,24 @@ type Config struct {
 	// DebugActor makes every access to a session's owned state check that
 	// it happens on the session's goroutine. Tests turn it on.
 	DebugActor bool
-	// Now replaces the clock for event timestamps.
+	// Now replaces the clock for event timestamps and for pacing component
+	// data updates (limits.dataUpdatesPerSec).
 	Now func() time.Time
+	// AfterFunc runs f after d, as time.AfterFunc does, and returns a
+	// function that stops it. It paces coalesced data updates; nil means
+	// time.AfterFunc. Tests pass a fake clock's.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Limits bound components: limits.componentBytes, limits.dataBytes and
+	// limits.dataUpdatesPerSec; zero fields mean the defaults.
+	Limits component.Limits
+	// Intents receives the committed actions on extensions' components:
+	// the extension host implements it. Nil means no extension runs, so an
+	// action on an extension's component is refused naming the fix.
+	Intents IntentHandler
+	// Opener opens a link on the host's own screen. Nil (orrery serve,
+	// orrery run -p) opens nothing: the clients get a notice naming the
+	// target instead.
+	Opener Opener
 }
 
 // Kernel hosts sessions. Create it with New, start it with Open, stop it
@@ -81,6 +98,8 @@ type Kernel struct {
 	log *slog.Logger
 
 	loadMu sync.Mutex // serialises loading sessions from the store
+
+	components registry // extensions' declared components
 
 	mu        sync.Mutex // guards sessions, providers and closed
 	sessions  map[string]*Session
@@ -95,6 +114,9 @@ func New(cfg Config) *Kernel {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	return &Kernel{
 		cfg:       cfg,

@@ -49,6 +49,7 @@ type Session struct {
 	snapshotted bool
 	consents    map[string]*pendingConsent // consent requests awaiting an answer
 	grants      map[string]string          // tool → who allowed it for this session
+	comps       map[string]*instance       // components shown, by node id (rebuilt lazily after a restart)
 
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64
@@ -64,6 +65,7 @@ func newSession(k *Kernel, info store.Session) *Session {
 		info:   info,
 		state:  newStateDoc(),
 		runIDs: make(map[string]bool),
+		comps:  make(map[string]*instance),
 	}
 	s.commits = newCommitter(s)
 	return s
@@ -495,7 +497,7 @@ func (s *Session) snapshotFrames() ([]Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := encodeSnapshot(&protocol.MessagesSnapshot{Messages: s.transcript.snapshot()})
+	msgs, err := encodeSnapshot(&protocol.MessagesSnapshot{Messages: s.transcript.thread()})
 	if err != nil {
 		return nil, err
 	}
@@ -567,6 +569,8 @@ func (s *Session) stopActor() {
 func (s *Session) close(ctx context.Context) error {
 	var last *run
 	err := s.do(context.WithoutCancel(ctx), func() {
+		// Held data updates go out now: nothing accepted is dropped.
+		s.flushAllData()
 		if s.run != nil {
 			s.endRun(s.run, errorTerminal("interrupted", "the server shut down during this run; its output so far is kept: send the prompt again to retry"))
 		}

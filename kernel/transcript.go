@@ -31,6 +31,9 @@ type transcript struct {
 	// text holds the growing text of streamed messages, so that appending a
 	// delta costs its own length; snapshot copies it into msgs.
 	text map[string]*strings.Builder
+	// hidden are the ids of host messages the model reads but the thread
+	// clients draw leaves out.
+	hidden map[string]bool
 }
 
 // appendText appends delta to message id's text.
@@ -92,6 +95,10 @@ func (t *transcript) assistant(id string) *protocol.Message {
 func (t *transcript) apply(ev protocol.Event) {
 	switch e := ev.(type) {
 	case *protocol.Custom:
+		if e.Name == HostMessageEvent {
+			t.hostMessage(e.Value)
+			return
+		}
 		if e.Name != UserMessageEvent {
 			return
 		}
@@ -147,8 +154,34 @@ func (t *transcript) apply(ev protocol.Event) {
 	}
 }
 
+// hostMessage adds a host message as a developer message: the model reads
+// it as the host's word, never as the person's.
+func (t *transcript) hostMessage(value json.RawMessage) {
+	var hm HostMessage
+	if json.Unmarshal(value, &hm) != nil || hm.ID == "" || t.has(hm.ID) {
+		return
+	}
+	t.add(protocol.Message{ID: hm.ID, Role: protocol.RoleDeveloper, Content: protocol.TextContent(hm.Text)})
+	if hm.Hidden {
+		if t.hidden == nil {
+			t.hidden = make(map[string]bool)
+		}
+		t.hidden[hm.ID] = true
+	}
+}
+
+// thread returns the conversation as clients draw it (MESSAGES_SNAPSHOT):
+// snapshot without the hidden host messages. The result is never nil.
+func (t *transcript) thread() []protocol.Message {
+	msgs := t.snapshot()
+	if len(t.hidden) == 0 {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(m protocol.Message) bool { return t.hidden[m.ID] })
+}
+
 // snapshot returns a copy of the conversation that later events do not
-// change. The result is never nil.
+// change, as the model reads it. The result is never nil.
 func (t *transcript) snapshot() []protocol.Message {
 	t.flush()
 	out := make([]protocol.Message, len(t.msgs))

@@ -20,38 +20,56 @@ const (
 	UnplacedEvent = "orrery.unplaced"
 )
 
-// ShowInput places a surface on the screen, or replaces the one its owner
-// placed under the same id (a new placement moves it).
+// ShowInput places a surface or a component on the screen, or replaces
+// what its owner placed under the same id (a new placement moves it). It
+// takes exactly one of Surface, Component or Structure.
 type ShowInput struct {
 	ID        string
 	Placement string
 	Title     string
-	Surface   json.RawMessage
-	// Fallback, when set, is what a client that cannot draw Surface shows;
-	// it may use core kinds only.
+	// Surface is a whole surface, {"kind": {…}}.
+	Surface json.RawMessage
+	// Component names a component the owner's manifest declares
+	// ([[provides.components]]); only an extension has any.
+	Component string
+	// Structure is an inline structure over the catalog orrery/1,
+	// registered as <owner>#<id>.
+	Structure json.RawMessage
+	// Data is a component's or a structure's first data: one JSON object
+	// ({} when empty). It is refused with a surface.
+	Data json.RawMessage
+	// Fallback, when set, is what a client that cannot draw the surface or
+	// component shows; it may use core kinds only.
 	Fallback json.RawMessage
 }
 
-// node is a placed surface as it sits in the state document at
-// /ui/nodes/placed:<owner>:<id>. Its text form is not in it: the text is
-// worked out from the surface (ui.Text, the same everywhere) and sent with
-// orrery.placed, never stored, so an update's delta stays as small as the
-// change.
+// node is a placed surface or component as it sits in the state document
+// at /ui/nodes/placed:<owner>:<id>: a surface, or a component's structure
+// name (under /ui/components) and the pointer of its data (/data/<owner>/
+// <id>). Its text form is not in it: the text is worked out from the
+// surface or the bound component (ui.Text, the same everywhere) and sent
+// with orrery.placed, never stored, so an update's delta stays as small as
+// the change.
 type node struct {
 	Placement string          `json:"placement"`
 	Title     string          `json:"title"`
 	Owner     string          `json:"owner"`
-	Surface   json.RawMessage `json:"surface"`
+	Surface   json.RawMessage `json:"surface,omitempty"`
+	Component string          `json:"component,omitempty"`
+	Data      string          `json:"data,omitempty"`
 	Fallback  json.RawMessage `json:"fallback,omitempty"`
 }
 
-// Placed is the value of an orrery.placed event.
+// Placed is the value of an orrery.placed event: a surface, or a
+// component's structure name and data, and the text form.
 type Placed struct {
 	ID        string          `json:"id"`
 	Placement string          `json:"placement"`
 	Owner     string          `json:"owner"`
 	Title     string          `json:"title"`
-	Surface   json.RawMessage `json:"surface"`
+	Surface   json.RawMessage `json:"surface,omitempty"`
+	Component string          `json:"component,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
 	Text      string          `json:"text"`
 }
 
@@ -104,41 +122,60 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 			placement = p
 		}
 	}
-	text, err := ui.Text(in.Surface)
-	if err != nil {
-		return refuse(err)
+	forms := 0
+	for _, set := range []bool{len(in.Surface) > 0, in.Component != "", len(in.Structure) > 0} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		return &RequestError{Msg: "ui.show takes exactly one of surface (a whole surface), component (one the manifest declares) or structure (an inline structure over the catalog orrery/1); send one of them"}
 	}
 	if len(in.Fallback) > 0 {
 		if err := ui.ValidateFallback(in.Fallback); err != nil {
 			return refuse(err)
 		}
 	}
+	if len(in.Surface) == 0 {
+		return s.showComponent(owner, in, placement)
+	}
+	if len(in.Data) > 0 {
+		return &RequestError{Msg: "data goes with a component or a structure, not with a surface: put the values in the surface, or send a structure that binds them with data"}
+	}
+	text, err := ui.Text(in.Surface)
+	if err != nil {
+		return refuse(err)
+	}
 	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text)
 }
 
-// place puts a checked surface under owner's id and announces it. Runs on
-// the actor.
+// place puts a checked surface under owner's id and announces it. A
+// component shown there before leaves with its data and, when no other node
+// uses it, its structure. Runs on the actor.
 func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string) error {
-	in := ShowInput{ID: id, Title: title, Surface: surface, Fallback: fallback}
-	next, err := json.Marshal(node{
-		Placement: string(placement), Title: in.Title, Owner: string(owner),
-		Surface: in.Surface, Fallback: in.Fallback,
-	})
-	if err != nil {
-		return fmt.Errorf("encode node: %w", err)
-	}
-	path := ui.NodePath(owner, in.ID)
-	prev, err := s.state.node(ui.NodeID(owner, in.ID))
+	view, err := s.state.view()
 	if err != nil {
 		return err
 	}
-	var ops []protocol.PatchOp
-	if prev == nil {
-		ops = []protocol.PatchOp{{Op: "add", Path: path, Value: next}}
-	} else if ops, err = diff(path, prev, next); err != nil {
+	nodeID := ui.NodeID(owner, id)
+	next := node{Placement: string(placement), Title: title, Owner: string(owner), Surface: surface, Fallback: fallback}
+	ops, err := nodeChange(view.UI.Nodes[nodeID], ui.NodePath(owner, id), next)
+	if err != nil {
 		return err
 	}
-	placed, err := json.Marshal(Placed{ID: in.ID, Placement: string(placement), Owner: string(owner), Title: in.Title, Surface: in.Surface, Text: text})
+	ops = append(ops, dropOps(view, owner, id, nodeID)...)
+	placed := Placed{ID: id, Placement: string(placement), Owner: string(owner), Title: title, Surface: surface, Text: text}
+	if err := s.emitPlacement(ops, placed); err != nil {
+		return err
+	}
+	s.forgetInstance(nodeID)
+	return nil
+}
+
+// emitPlacement logs a placement's state change and its orrery.placed.
+// Runs on the actor.
+func (s *Session) emitPlacement(ops []protocol.PatchOp, p Placed) error {
+	placed, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode placed: %w", err)
 	}
@@ -168,9 +205,19 @@ func (s *Session) hide(owner ui.Owner, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.emit(s.runID(),
-		&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "remove", Path: ui.NodePath(owner, id)}}},
-		&protocol.Custom{Name: UnplacedEvent, Value: unplaced})
+	view, err := s.state.view()
+	if err != nil {
+		return err
+	}
+	nodeID := ui.NodeID(owner, id)
+	ops := append([]protocol.PatchOp{{Op: "remove", Path: ui.NodePath(owner, id)}}, dropOps(view, owner, id, nodeID)...)
+	if err := s.emit(s.runID(),
+		&protocol.StateDelta{Delta: ops},
+		&protocol.Custom{Name: UnplacedEvent, Value: unplaced}); err != nil {
+		return err
+	}
+	s.forgetInstance(nodeID)
+	return nil
 }
 
 // runID is the id of the run in flight, or "". Runs on the actor.
@@ -286,11 +333,20 @@ func (s *Session) move(actor ui.Owner, nodeID, to string) error {
 	}
 	n.Placement = string(placement)
 	value, _ := json.Marshal(n.Placement)
-	text, err := ui.Text(n.Surface)
-	if err != nil {
+	p := Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface}
+	if n.Component != "" {
+		inst, err := s.instance(nodeID)
+		if err != nil {
+			return fmt.Errorf("component of %s: %w", nodeID, err)
+		}
+		if inst == nil {
+			return fmt.Errorf("component of %s is missing from the state", nodeID)
+		}
+		p.Component, p.Data, p.Text = n.Component, inst.data.JSON(), inst.data.Bound().Text
+	} else if p.Text, err = ui.Text(n.Surface); err != nil {
 		return fmt.Errorf("text of %s: %w", nodeID, err)
 	}
-	placed, err := json.Marshal(Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface, Text: text})
+	placed, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode placed: %w", err)
 	}
@@ -330,6 +386,9 @@ func (s *Session) appendChunk(owner ui.Owner, id, chunk string) error {
 	}
 	if err := json.Unmarshal(prev, &n); err != nil {
 		return fmt.Errorf("read node: %w", err)
+	}
+	if n.Surface.Kind.T == "" {
+		return &RequestError{Msg: fmt.Sprintf("%s is a component: only a stream surface takes chunks; change a component with ui.data", id)}
 	}
 	if n.Surface.Kind.T != ui.KindStream {
 		return &RequestError{Msg: fmt.Sprintf("%s is a %s surface: only a stream surface takes chunks", id, n.Surface.Kind.T)}
@@ -393,18 +452,10 @@ func (s *Session) removeOwner(owner ui.Owner) error {
 		}
 	}
 	sort.Strings(ids)
-	var evs []protocol.Event
 	for _, id := range ids {
-		unplaced, err := json.Marshal(Unplaced{ID: id, Owner: string(owner)})
-		if err != nil {
+		if err := s.hide(owner, id); err != nil {
 			return err
 		}
-		evs = append(evs,
-			&protocol.StateDelta{Delta: []protocol.PatchOp{{Op: "remove", Path: ui.NodePath(owner, id)}}},
-			&protocol.Custom{Name: UnplacedEvent, Value: unplaced})
 	}
-	if len(evs) == 0 {
-		return nil
-	}
-	return s.emit(s.runID(), evs...)
+	return nil
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/ui"
+	"github.com/getorrery/orrery/ui/component"
 )
 
 // searchable returns the tools a session's model finds with tools.search:
@@ -28,41 +28,29 @@ type showTool struct{ s *Session }
 
 var _ tool.Tool = (*showTool)(nil)
 
-// showKinds lists the surface kinds and their fields for ui.show's
-// description; the list is worked out once from the schemas.
-var showKinds = sync.OnceValue(listKinds)
+// showCatalog lists the node types of the catalog orrery/1 (the surface
+// kinds and button), their fields and events, for ui.show's description,
+// which is what tools.search answers; it is worked out once.
+var showCatalog = sync.OnceValue(listCatalog)
 
-func listKinds() string {
+func listCatalog() string {
 	var b strings.Builder
-	for _, kind := range ui.Kinds() {
-		schema, ok := ui.Schema(kind)
-		if !ok {
-			continue
-		}
-		var s struct {
-			Description string                     `json:"description"`
-			Required    []string                   `json:"required"`
-			Properties  map[string]json.RawMessage `json:"properties"`
-		}
-		if json.Unmarshal(schema, &s) != nil {
-			continue
-		}
-		required := map[string]bool{}
-		for _, r := range s.Required {
-			required[r] = true
-		}
+	for _, t := range component.Catalog() {
 		var fields []string
-		for name := range s.Properties {
-			if name == "t" {
-				continue
-			}
-			if required[name] {
+		for _, p := range t.Props {
+			name := p.Name
+			if p.Required {
 				name += " (required)"
 			}
 			fields = append(fields, name)
 		}
-		sort.Strings(fields)
-		fmt.Fprintf(&b, "\n- %s: %s Fields: %s.", kind, s.Description, strings.Join(fields, ", "))
+		if t.Name == ui.KindStack {
+			fields = append(fields, "children (nodes, in a structure)")
+		}
+		fmt.Fprintf(&b, "\n- %s: %s Fields: %s.", t.Name, t.Description, strings.Join(fields, ", "))
+		if len(t.Events) > 0 {
+			fmt.Fprintf(&b, " Events: %s.", strings.Join(t.Events, ", "))
+		}
 	}
 	return b.String()
 }
@@ -70,13 +58,21 @@ func listKinds() string {
 func (t *showTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name: "ui.show",
-		Description: "Places a surface on the person's screen, or replaces the one you placed under the same id (a new placement moves it). " +
-			"placement is band, pane.left, pane.right, footer, inline or hidden. surface is {\"kind\": {\"t\": KIND, …fields}}, with these kinds:" + showKinds(),
-		Parameters: json.RawMessage(`{"type":"object","required":["id","placement","surface"],"additionalProperties":false,"properties":{` +
+		Description: "Places a surface or a live component on the person's screen, or replaces the one you placed under the same id (a new placement moves it). " +
+			"placement is band, pane.left, pane.right, footer, inline or hidden. Send exactly one of: " +
+			"surface, {\"kind\": {\"t\": KIND, …fields}}; or structure with data: a component, a tree of nodes {\"type\": TYPE, …fields, \"on\": {EVENT: ACTION}, \"when\": \"${/flag}\"} " +
+			"(a stack's children are nodes; on and when are optional) and data, one JSON object the nodes read with ${/json/pointer} templates in strings, " +
+			"such as {\"type\": \"text\", \"value\": \"${/left} left\"} with {\"left\": 3}; a string that is exactly one ${…} keeps the value's JSON type. " +
+			"To change a component, call ui.show again with the same id and the whole new data. A person's action on your component (an event its on names) reaches you on your next turn as a note \"[ext:ui] <id>: <action> <value>\". " +
+			"A button with an href is a link the host opens. The types (catalog orrery/1), with their fields and events:" + showCatalog(),
+		Parameters: json.RawMessage(`{"type":"object","required":["id","placement"],"additionalProperties":false,"properties":{` +
 			`"id":{"type":"string","description":"your id for this surface: letters, digits, . _ -"},` +
 			`"placement":{"type":"string","enum":["band","pane.left","pane.right","footer","inline","hidden"]},` +
 			`"title":{"type":"string"},` +
 			`"surface":{"type":"object","description":"{\"kind\": {\"t\": KIND, …}}"},` +
+			`"structure":{"type":"object","description":"a component's tree of nodes {\"type\": TYPE, …}; send data with it"},` +
+			`"data":{"type":"object","description":"the structure's data: one JSON object"},` +
+			`"component":{"type":"string","description":"an extension's declared component: extensions only; you compose a structure instead"},` +
 			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"}}}`),
 		// Placing is governed by the placement rules, not the consent gate.
 		ReadOnly: true,
@@ -89,12 +85,16 @@ func (t *showTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		Placement string          `json:"placement"`
 		Title     string          `json:"title"`
 		Surface   json.RawMessage `json:"surface"`
+		Structure json.RawMessage `json:"structure"`
+		Data      json.RawMessage `json:"data"`
+		Component string          `json:"component"`
 		Fallback  json.RawMessage `json:"fallback"`
 	}
 	if err := json.Unmarshal(c.Args, &in); err != nil {
-		return tool.Result{Text: "ui.show needs {id, placement, surface}: " + err.Error(), Error: true}, nil
+		return tool.Result{Text: "ui.show needs {id, placement} and one of surface or structure with data: " + err.Error(), Error: true}, nil
 	}
-	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface, Fallback: in.Fallback})
+	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface,
+		Structure: in.Structure, Data: in.Data, Component: in.Component, Fallback: in.Fallback})
 	return toolOutcome(err, fmt.Sprintf("placed %s in %s", in.ID, in.Placement))
 }
 

@@ -104,6 +104,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"t":"reply","reqId":"q1","ok":true}`,
 		`{"id":"q7"}`,
 		`{"t":"session.read","id":"q8","session":"s1","since":-1}`,
+		`{"t":"ui.intent","id":"q9","session":"s1","node":"placed:agent:todo","action":"pick","value": [ "row-3" , {"a" :null}]}`,
+		`{"t":"ui.intent","id":"q10","session":"s1","node":"placed:ext:ci:runs","action":"open","value":"https://x/y"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -362,6 +362,7 @@ export type Request =
   | SessionNew
   | SessionRead
   | UIHide
+  | UIIntent
   | UIMove
   | UISave;
 
@@ -436,6 +437,15 @@ export interface UIHide {
   id: string;
   session: string;
   node: string;
+}
+
+export interface UIIntent {
+  t: "ui.intent";
+  id: string;
+  session: string;
+  node: string;
+  action: string;
+  value?: unknown;
 }
 
 export interface UIMove {

@@ -501,6 +501,8 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIHide{Envelope: env("ui.hide"), Session: "s", Node: "placed:agent:todo"}},
 		{`{"t":"ui.save","id":"q1","session":"s","node":"placed:agent:todo"}`,
 			&protocol.UISave{Envelope: env("ui.save"), Session: "s", Node: "placed:agent:todo"}},
+		{`{"t":"ui.intent","id":"q1","session":"s","node":"placed:ext:ci:runs","action":"rerun","value":{"row":"lint"}}`,
+			&protocol.UIIntent{Envelope: env("ui.intent"), Session: "s", Node: "placed:ext:ci:runs", Action: "rerun", Value: json.RawMessage(`{"row":"lint"}`)}},
 		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
 			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
 	}

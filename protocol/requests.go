@@ -174,6 +174,19 @@ type UISave struct {
 	Node    string `json:"node"`
 }
 
+// UIIntent is a person's committed action on a placed component, node
+// placed:<owner>:<id>: an action its structure declares in on (press,
+// submit, select, open), with what came with it in Value. An open of an
+// href the component shows is a link, which the host opens; every other
+// action goes to the component's owner.
+type UIIntent struct {
+	Envelope
+	Session string          `json:"session"`
+	Node    string          `json:"node"`
+	Action  string          `json:"action"`
+	Value   json.RawMessage `json:"value,omitempty"`
+}
+
 // ConsentAnswer answers a pending consent request with one of the options
 // its orrery.consent.requested offered. Only a client that draws consent may
 // send it; the first answer wins.
@@ -249,6 +262,7 @@ var requestKinds = map[string]func() Request{
 	"ui.move":        func() Request { return new(UIMove) },
 	"ui.hide":        func() Request { return new(UIHide) },
 	"ui.save":        func() Request { return new(UISave) },
+	"ui.intent":      func() Request { return new(UIIntent) },
 	"consent.answer": func() Request { return new(ConsentAnswer) },
 }
 

@@ -169,6 +169,18 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 			return nil, &kernel.RequestError{Msg: "save " + key + ": " + err.Error()}
 		}
 		return protocol.Empty{}, nil
+	case *protocol.UIIntent:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if q.Node == "" || q.Action == "" {
+			return nil, &kernel.RequestError{Msg: "ui.intent needs node and action: send the placed component's node (placed:<owner>:<id>) and an action its structure declares"}
+		}
+		if err := sess.Intent(ctx, q.Node, q.Action, q.Value); err != nil {
+			return nil, err
+		}
+		return protocol.Empty{}, nil
 	case *protocol.ConsentAnswer:
 		sess, err := s.sessionFor(ctx, q.Session)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
+	"github.com/getorrery/orrery/ui/component"
 )
 
 // commonFlags are the flags every command that uses the data dir takes.
@@ -91,6 +92,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Workspace:      tool.Workspace{Root: cwd, Extra: cfg.Workspace.Extra},
 		Placements:     cfg.PlacementOverrides(),
 		MaxSteps:       cfg.Agent.MaxSteps,
+		Limits:         component.Limits{ComponentBytes: cfg.Limits.ComponentBytes, DataBytes: cfg.Limits.DataBytes, DataUpdatesPerSec: cfg.Limits.DataUpdatesPerSec},
 		Logger:         log,
 	}
 	var servers *mcp.Set
