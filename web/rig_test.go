@@ -55,7 +55,26 @@ type rig struct {
 
 	mu       sync.Mutex
 	controls []map[string]any // guarded by mu
+
+	// intents are the committed actions the kernel delivered to
+	// extension owners.
+	intents chan kernel.Intent
 }
+
+// intentSink is the extension host's side of intents, for the tests: it
+// records what reaches an owner.
+type intentSink chan kernel.Intent
+
+func (c intentSink) Intent(ctx context.Context, in kernel.Intent) error {
+	select {
+	case c <- in:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c intentSink) RunAction(ctx context.Context, in kernel.Intent) error { return c.Intent(ctx, in) }
 
 type rigOptions struct {
 	// remote makes every request look as if it came from off loopback.
@@ -64,7 +83,7 @@ type rigOptions struct {
 
 func newRig(t *testing.T, opts rigOptions) *rig {
 	t.Helper()
-	r := &rig{logs: &logbuf.Buffer{}, workspace: t.TempDir()}
+	r := &rig{logs: &logbuf.Buffer{}, workspace: t.TempDir(), intents: make(chan kernel.Intent, 16)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server logs:\n%s", r.logs.String())
@@ -83,6 +102,7 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 		Store: st, Models: offlineOnly, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools:     tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
 		Workspace: tool.Workspace{Root: r.workspace},
+		Intents:   intentSink(r.intents),
 	})
 	if err := r.k.Open(context.Background()); err != nil {
 		st.Close()
