@@ -49,6 +49,7 @@ type Session struct {
 	snapshotted bool
 	consents    map[string]*pendingConsent // consent requests awaiting an answer
 	grants      map[string]string          // tool → who allowed it for this session
+	inputs      map[string]*pendingInput   // questions awaiting an answer (input.go)
 
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64
