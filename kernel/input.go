@@ -226,3 +226,23 @@ func attributed(ev protocol.Event) bool {
 	}
 	return false
 }
+
+// RefuseInput refuses a pending question, as when the only program that
+// could answer it stopped listening. Only a caller that draws consent may.
+func (s *Session) RefuseInput(ctx context.Context, by Caller, request string) error {
+	if !by.DrawsConsent() {
+		return &RequestError{Msg: "this client does not draw consent, so it cannot answer a question: declare draws including \"consent\""}
+	}
+	var err error
+	if derr := s.do(ctx, func() {
+		p, ok := s.inputs[request]
+		if !ok {
+			err = &RequestError{Msg: fmt.Sprintf("no question %q is pending in session %s", request, s.id)}
+			return
+		}
+		s.resolveInput(p, "refused", "", by)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
