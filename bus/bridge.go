@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -464,4 +463,4 @@ func ArgsSummary(args string) string {
 	return strings.Join(names, ",")
 }
 
-var _ = fmt.Sprintf
+

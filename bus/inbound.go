@@ -115,7 +115,7 @@ func ReadLines(ctx context.Context, r io.Reader, log *slog.Logger, handle func(I
 			return err
 		}
 		line, tooLong, err := readLine(br)
-		if len(line) > 0 || tooLong {
+		if err == nil || len(line) > 0 || tooLong {
 			n++
 			switch {
 			case tooLong:
