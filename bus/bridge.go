@@ -268,9 +268,12 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 		if v.Subject != "" {
 			what += "(" + v.Subject + ")"
 		}
+		// Recorded before it is written, so an answer that comes at once
+		// finds it.
+		refuse := b.ask(pendingAsk{id: v.Request, consent: true})
 		b.write(Event{Kind: KindInputNeeded, CrewID: w.crew, AgentID: w.agent, CorrelationID: v.Request}.
 			With("inputKind", InputConfirm).With("prompt", "Allow "+what+"?").With("defaultValue", "no"))
-		b.ask(pendingAsk{id: v.Request, consent: true})
+		refuse()
 	case kernel.InputRequestedEvent:
 		var v kernel.InputRequested
 		if json.Unmarshal(e.Value, &v) != nil {
@@ -281,8 +284,9 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 		if len(v.Choices) > 0 {
 			ev = ev.With("choices", v.Choices)
 		}
+		refuse := b.ask(pendingAsk{id: v.Request})
 		b.write(ev.With("defaultValue", v.DefaultValue).With("taskDescription", v.TaskDescription))
-		b.ask(pendingAsk{id: v.Request})
+		refuse()
 	case kernel.ConsentResolvedEvent, kernel.InputResolvedEvent:
 		var v struct{ Request string }
 		if json.Unmarshal(e.Value, &v) != nil {
@@ -294,8 +298,9 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 	}
 }
 
-// ask records a question, or refuses it at once when stdin has ended.
-func (b *Bridge) ask(p pendingAsk) {
+// ask records a question. It returns what to call once the question is
+// on the stream: when stdin has ended, that refuses it.
+func (b *Bridge) ask(p pendingAsk) func() {
 	b.mu.Lock()
 	closed := b.inClosed
 	if !closed {
@@ -303,8 +308,9 @@ func (b *Bridge) ask(p pendingAsk) {
 	}
 	b.mu.Unlock()
 	if closed {
-		b.refuse(p)
+		return func() { b.refuse(p) }
 	}
+	return func() {}
 }
 
 // refuse answers p with a refusal.
