@@ -468,5 +468,3 @@ func ArgsSummary(args string) string {
 	sort.Strings(names)
 	return strings.Join(names, ",")
 }
-
-

@@ -36,7 +36,8 @@ type InputRequested struct {
 // InputResolved is the value of orrery.input.resolved.
 type InputResolved struct {
 	Request string `json:"request"`
-	// Outcome is answered, refused, cancelled.
+	// Outcome is answered, refused (declined), unanswered (the program
+	// that could answer stopped listening) or cancelled.
 	Outcome string `json:"outcome"`
 	Value   string `json:"value,omitempty"`
 	Client  string `json:"client,omitempty"`
@@ -132,6 +133,8 @@ func (s *Session) resolveInput(p *pendingInput, outcome, value string, by Caller
 	case "answered":
 	case "cancelled":
 		a = agent.Answer{Refused: true, Why: "the run ended before an answer came"}
+	case "unanswered":
+		a = agent.Answer{Refused: true, Why: "nobody answered: the watching program stopped listening, so the answer is no"}
 	default:
 		a = agent.Answer{Refused: true, Value: value, Why: "the person declined"}
 	}
@@ -240,7 +243,7 @@ func (s *Session) RefuseInput(ctx context.Context, by Caller, request string) er
 			err = &RequestError{Msg: fmt.Sprintf("no question %q is pending in session %s", request, s.id)}
 			return
 		}
-		s.resolveInput(p, "refused", "", by)
+		s.resolveInput(p, "unanswered", "", by)
 	}); derr != nil {
 		return derr
 	}

@@ -530,3 +530,160 @@ func TestBusFlags(t *testing.T) {
 		})
 	}
 }
+
+const billingCrew = `name = "billing"
+
+[[agents]]
+id = "writer"
+role = "Writer"
+tools = ["echo"]
+instructions = "Write the report."
+
+[[agents]]
+id = "reviewer"
+role = "Reviewer"
+tools = ["echo"]
+
+[[tasks]]
+id = "write"
+description = "Write the billing report."
+agent = "writer"
+human_input = true
+
+[[tasks]]
+id = "review"
+description = "Review the report."
+agent = "reviewer"
+depends_on = ["write"]
+
+[[links]]
+to = "client:studio"
+direction = "bidirectional"
+allowed_topics = ["run.progress"]
+`
+
+func TestBusCrew(t *testing.T) {
+	dir := t.TempDir()
+	model := scriptSpec(t, dir,
+		// writer
+		m{"tool_calls": []m{{"name": "tools.search", "args": m{"query": "hub publish"}}}},
+		m{"tool_calls": []m{{"name": "hub.publish", "args": m{"topic": "run.progress", "payload": m{"pct": 50}}}}},
+		m{"tool_calls": []m{{"name": "hub.publish", "args": m{"topic": "secrets", "payload": "the password"}}}},
+		m{"text": []string{"report written"}, "usage": m{"inputTokens": 4, "outputTokens": 2}},
+		// reviewer
+		m{"tool_calls": []m{{"name": "echo", "args": m{"text": "looks good"}}}},
+		m{"text": []string{"approved"}},
+	)
+	crewFile := filepath.Join(dir, "crew.toml")
+	if err := os.WriteFile(crewFile, []byte(billingCrew), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startBus(t, dir, "crew.toml", "--events", "jsonl", "--model", model)
+	r.send(`{"kind":"subscribe","topic":"run.progress"}`)
+	r.send(`{"kind":"subscribe","topic":"secrets"}`)
+	need := r.until("input.needed")
+	if need["inputKind"] != "confirm" || need["crewId"] != "billing" || need["agentId"] != "writer" || need["taskDescription"] != "Write the billing report." {
+		t.Errorf("input.needed = %v, want the writer's confirm with its task description", need)
+	}
+	r.send(`{"kind":"input.given","value":"yes"}`)
+	msg := r.until("hub.message")
+	if msg["topic"] != "run.progress" || msg["from"] != "agent://billing/writer" {
+		t.Errorf("hub.message = %v, want run.progress from agent://billing/writer", msg)
+	}
+	_ = r.stdin.Close()
+	code, lines := r.finish()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(lines, "\n"), r.stderrText())
+	}
+	checkEnvelope(t, lines)
+	lines = append([]string{}, r.seen...)
+	for _, hm := range events(t, lines, "hub.message") {
+		if hm["topic"] == "secrets" {
+			t.Errorf("the link let a secrets message through: %v", hm)
+		}
+	}
+	var publishes []map[string]any
+	for _, ret := range events(t, lines, "tool.returned") {
+		if ret["toolName"] == "hub.publish" {
+			publishes = append(publishes, ret)
+		}
+	}
+	if len(publishes) != 2 || publishes[0]["success"] != true || publishes[1]["success"] != false {
+		t.Errorf("hub.publish returned %v, want success then refused", publishes)
+	}
+	var tasks []string
+	for _, l := range lines {
+		var ev map[string]any
+		_ = json.Unmarshal([]byte(l), &ev)
+		if k := ev["kind"]; k == "task.started" || k == "task.completed" {
+			tasks = append(tasks, fmt.Sprintf("%s %v/%v %v", k, ev["crewId"], ev["agentId"], ev["taskId"]))
+		}
+	}
+	want := []string{"task.started billing/writer write", "task.completed billing/writer write",
+		"task.started billing/reviewer review", "task.completed billing/reviewer review"}
+	if strings.Join(tasks, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tasks:\n%s\nwant:\n%s", strings.Join(tasks, "\n"), strings.Join(want, "\n"))
+	}
+	// The hub relays at once, while frames reach the bus after their
+	// commit, so where hub.message falls among them varies: the golden
+	// transcript leaves it out (and with it, seq is renumbered).
+	var framed []string
+	for _, l := range lines {
+		if !strings.Contains(l, `"kind":"hub.message"`) {
+			framed = append(framed, seqRE.ReplaceAllString(l, fmt.Sprintf(`"seq":%d`, len(framed)+1)))
+		}
+	}
+	golden(t, "crew", framed)
+}
+
+var seqRE = regexp.MustCompile(`"seq":\d+`)
+
+func TestBusCrewRefusedInput(t *testing.T) {
+	dir := t.TempDir()
+	model := scriptSpec(t, dir, m{"text": []string{"never"}})
+	if err := os.WriteFile(filepath.Join(dir, "crew.toml"), []byte(billingCrew), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startBus(t, dir, "crew.toml", "--events", "jsonl", "--model", model)
+	r.until("input.needed")
+	_ = r.stdin.Close() // nobody will answer: refused, never granted
+	code, lines := r.finish()
+	if code != 3 {
+		t.Errorf("exit %d, want 3 (the crew failed); stderr:\n%s", code, r.stderrText())
+	}
+	errs := events(t, lines, "error")
+	got := kinds(lines)
+	if len(errs) != 1 || errs[0]["code"] != "crew_failed" || got[len(got)-1] != "run.finished" || got[len(got)-2] != "error" {
+		t.Errorf("kinds %v, errors %v; want error crew_failed just before run.finished", got, errs)
+	}
+	if len(events(t, lines, "task.started")) != 0 {
+		t.Errorf("a task started though its confirmation was refused:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+func TestCrewFileRefused(t *testing.T) {
+	tests := []struct {
+		name, edit, with string
+		wantStderr       string
+	}{
+		{"cycle", `depends_on = ["write"]`, "depends_on = [\"x\"]\n\n[[tasks]]\nid = \"x\"\ndescription = \"x\"\nagent = \"writer\"\ndepends_on = [\"review\"]", "crew.toml:24: tasks depend on each other in a cycle (review → x → review)"},
+		{"unknown agent", `agent = "reviewer"`, `agent = "auditor"`, `crew.toml:23: task review names an unknown agent "auditor"`},
+		{"unknown tool", `tools = ["echo"]
+instructions`, `tools = ["echo", "teleport"]
+instructions`, `crew.toml:6: agent writer names an unknown tool "teleport"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			text := strings.Replace(billingCrew, tt.edit, tt.with, 1)
+			if err := os.WriteFile(filepath.Join(dir, "crew.toml"), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runPrompt(t, dir, "crew.toml", "--events", "jsonl")
+			if code != 2 || !strings.Contains(stderr, tt.wantStderr) || stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing on stdout, and %q", code, stdout, stderr, tt.wantStderr)
+			}
+		})
+	}
+}
