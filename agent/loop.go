@@ -225,7 +225,7 @@ func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (tool.Result, outco
 		}
 	}
 	st := &liveSurface{turn: t, ctx: ctx, id: c.id}
-	res, err := tl.Call(ctx, tool.Call{ID: c.id, Args: args, Workspace: l.Workspace, Stream: st.add})
+	res, err := tl.Call(WithEnv(ctx, Env{Loop: l, Turn: t}), tool.Call{ID: c.id, Args: args, Workspace: l.Workspace, Stream: st.add})
 	o.streamed = st.started()
 	if err != nil {
 		if ctx.Err() != nil {

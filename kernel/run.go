@@ -31,7 +31,7 @@ type run struct {
 // openSet tracks what a run has opened and not yet closed, in the order
 // opened, so the run can close each before its terminal event.
 type openSet struct {
-	texts, calls, reasoningMsgs, reasoningSpans, steps []string
+	texts, calls, reasoningMsgs, reasoningSpans, steps, subagents []string
 }
 
 func remove(list []string, id string) []string {
@@ -63,6 +63,12 @@ func (o *openSet) apply(ev protocol.Event) {
 		o.steps = append(o.steps, e.StepName)
 	case *protocol.StepFinished:
 		o.steps = remove(o.steps, e.StepName)
+	case *protocol.SubagentStarted:
+		o.subagents = append(o.subagents, e.SubagentRunID)
+	case *protocol.SubagentFinished:
+		o.subagents = remove(o.subagents, e.SubagentRunID)
+	case *protocol.SubagentError:
+		o.subagents = remove(o.subagents, e.SubagentRunID)
 	}
 }
 
@@ -84,6 +90,9 @@ func (o *openSet) closers() []protocol.Event {
 	}
 	for i := len(o.steps) - 1; i >= 0; i-- {
 		evs = append(evs, &protocol.StepFinished{StepName: o.steps[i]})
+	}
+	for i := len(o.subagents) - 1; i >= 0; i-- {
+		evs = append(evs, &protocol.SubagentError{SubagentRunID: o.subagents[i], Code: "cancelled", Message: "the run ended before the sub-agent finished"})
 	}
 	return evs
 }
@@ -295,6 +304,7 @@ func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
 func (t *turn) Usage(ctx context.Context, u agent.Usage) error {
 	return t.s.do(context.WithoutCancel(ctx), func() {
 		t.r.usage = t.r.usage.Add(u)
+		t.s.emitUsage(t.r, u)
 		if t.s.run != t.r {
 			// The run ended (cancelled) before the provider reported this
 			// call's usage: its terminal event is out, but the session is

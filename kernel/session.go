@@ -50,6 +50,7 @@ type Session struct {
 	consents    map[string]*pendingConsent // consent requests awaiting an answer
 	grants      map[string]string          // tool → who allowed it for this session
 	comps       map[string]*instance       // components shown, by node id (rebuilt lazily after a restart)
+	inputs      map[string]*pendingInput   // questions awaiting an answer (input.go)
 
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64

@@ -93,6 +93,9 @@ func (t *transcript) assistant(id string) *protocol.Message {
 
 // apply folds one sequenced event into the conversation.
 func (t *transcript) apply(ev protocol.Event) {
+	if attributed(ev) {
+		return // a sub-agent's conversation is its own
+	}
 	switch e := ev.(type) {
 	case *protocol.Custom:
 		if e.Name == HostMessageEvent {

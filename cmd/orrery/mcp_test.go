@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		serveMCP()
 		return
 	}
+	if os.Getenv(orreryMainEnv) == "1" {
+		runMain() // bus_test.go: the test binary is orrery
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/getorrery/orrery/consent"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -24,6 +25,11 @@ type runCmd struct {
 	allow   ruleList
 	deny    ruleList
 	yes     bool
+	// The run event bus (runbus.go).
+	events string
+	client string
+	stream bool
+	target string // a crew file, the positional argument
 }
 
 // ruleList is a repeatable flag of permission rules.
@@ -44,7 +50,7 @@ func (c *runCmd) Synopsis() string {
 }
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "run", "run -p PROMPT [--model NAME] [--json] [--session ID] [--allow RULE]... [--deny RULE]... [--yes] [--data DIR]")
+	fs := newFlagSet(c.env, "run", "run (-p PROMPT | CREW.toml) [--events jsonl [--client NAME] [--stream]] [--model NAME] [--json] [--session ID] [--allow RULE]... [--deny RULE]... [--yes] [--data DIR]")
 	c.common.register(fs, true)
 	fs.StringVar(&c.prompt, "p", "", "the prompt; - reads it from standard input")
 	fs.BoolVar(&c.json, "json", false, "print every frame of the run as one JSON line (AG-UI events) instead of the answer's text")
@@ -52,8 +58,15 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	fs.Var(&c.allow, "allow", "allow tool calls that match this rule, such as 'shell(go test*)' (repeatable)")
 	fs.Var(&c.deny, "deny", "deny tool calls that match this rule, such as 'write_file(**)' (repeatable)")
 	fs.BoolVar(&c.yes, "yes", false, "allow every tool call that would be asked about (deny rules still deny): for scripts that accept the risk")
-	if err := parse(fs, args); err != nil {
+	c.registerBus(fs)
+	if err := c.parseArgs(fs, args); err != nil {
 		return err
+	}
+	if err := c.checkBusFlags(); err != nil {
+		return err
+	}
+	if c.target != "" {
+		return c.runCrew(ctx)
 	}
 	if c.prompt == "-" {
 		b, err := io.ReadAll(c.env.stdin)
@@ -73,7 +86,8 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	// unless --allow or --yes covers it.
 	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
 	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes })
+	h := hub.New()
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(h, nil))
 	if err != nil {
 		return err
 	}
@@ -90,6 +104,9 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.events != "" {
+		return c.runEvents(ctx, sess, h, "prompt", c.prompt)
 	}
 	head := sess.Head()
 	sub, err := sess.Subscribe(ctx, &head)

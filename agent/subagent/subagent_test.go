@@ -1,0 +1,131 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/agent/subagent"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/tool"
+)
+
+// TestTaskToolFrames runs the task tool in a real kernel on a real SQLite
+// file: the sub-agent's frames sit between SUBAGENT_STARTED and
+// SUBAGENT_FINISHED with its subagentRunId, and its messages stay out of the
+// session's conversation.
+func TestTaskToolFrames(t *testing.T) {
+	dir := t.TempDir()
+	turns := []map[string]any{
+		{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "say the secret", "role": "helper"}}}},
+		{"text": []string{"sub answer"}},
+		{"text": []string{"main answer"}},
+	}
+	data, _ := json.Marshal(map[string]any{"turns": turns})
+	path := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "script:" + path,
+		Tools: tool.NewSet(tool.Echo{}, subagent.TaskTool{}), DebugActor: true})
+	if err := k.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	ctx := context.Background()
+	sess, err := k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sess.Send(ctx, kernel.SendInput{Text: "delegate", Subscribe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Sub.Close()
+	var evs []protocol.Event
+	deadline := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-res.Sub.Ready():
+		case <-deadline:
+			t.Fatalf("no terminal event; got %d events", len(evs))
+		}
+		for _, f := range res.Sub.Take(nil) {
+			ev, err := protocol.DecodeEvent(f.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+			done = done || protocol.EventType(f.Type).Terminal()
+		}
+	}
+	var subID string
+	var inside, started, finished bool
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case *protocol.SubagentStarted:
+			subID, started, inside = e.SubagentRunID, true, true
+			if e.Name != "helper" || e.ParentToolCallID == "" {
+				t.Errorf("SUBAGENT_STARTED = %+v, want name helper and the task call as parent", e)
+			}
+		case *protocol.SubagentFinished:
+			inside, finished = false, e.SubagentRunID == subID
+			if string(e.Result) != `"sub answer"` {
+				t.Errorf("SUBAGENT_FINISHED result = %s, want the sub-agent's answer", e.Result)
+			}
+		case *protocol.TextMessageContent:
+			if got := subagent.Attribution(e); (got != "") != inside || (inside && got != subID) {
+				t.Errorf("TEXT_MESSAGE_CONTENT %q has subagentRunId %q inside=%v, want %q only inside", e.Delta, got, inside, subID)
+			}
+		case *protocol.RunFinished:
+			if e.Outcome == nil || e.Outcome.Type != protocol.OutcomeSuccess {
+				t.Errorf("RUN_FINISHED outcome = %+v, want success", e.Outcome)
+			}
+		}
+	}
+	if !started || !finished {
+		t.Fatalf("SUBAGENT_STARTED %v, SUBAGENT_FINISHED %v; want both", started, finished)
+	}
+	// The session's conversation has the delegation and its result, not
+	// the sub-agent's own messages.
+	snap, err := sess.SubscribeWith(ctx, kernel.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	<-snap.Ready()
+	seen := false
+	for _, f := range snap.Take(nil) {
+		if f.Type != string(protocol.TypeMessagesSnapshot) {
+			continue
+		}
+		seen = true
+		var ms protocol.MessagesSnapshot
+		if err := json.Unmarshal(f.Data, &ms); err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, m := range ms.Messages {
+			texts = append(texts, m.Role+":"+m.Content.String())
+		}
+		got := strings.Join(texts, "|")
+		if want := "user:delegate|assistant:|tool:sub answer|assistant:main answer"; got != want {
+			t.Errorf("conversation = %s, want %s", got, want)
+		}
+	}
+	if !seen {
+		t.Error("the snapshot subscription sent no MESSAGES_SNAPSHOT")
+	}
+}

@@ -1,0 +1,108 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/tool"
+)
+
+// TaskToolName is the name of the tool an agent delegates with.
+const TaskToolName = "task"
+
+// TaskTool lets an agent hand a piece of work to a sub-agent with its own
+// loop and messages. The sub-agent uses the caller's model, tools, gate and
+// workspace; its answer is the tool's result.
+type TaskTool struct {
+	// Models resolves the optional model argument; nil means the caller's
+	// model is always used.
+	Models func(spec string) (agent.Provider, error)
+	// OnStart, when set, is called before the sub-agent runs, with its
+	// hub address; it may give it a mailbox.
+	OnStart func(addr string)
+	// Address returns the hub address of a delegated sub-agent; nil means
+	// agent://run/{role}.
+	Address func(role string) string
+}
+
+var _ tool.Tool = TaskTool{}
+
+// Spec implements tool.Tool.
+func (TaskTool) Spec() tool.Spec {
+	return tool.Spec{
+		Name: TaskToolName,
+		Description: "Delegates a self-contained task to a sub-agent, which works with its own conversation and your tools " +
+			"and returns its final answer. Describe the task fully: the sub-agent sees nothing else.",
+		ReadOnly: true, // the sub-agent's own tool calls pass the consent gate
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"description":{"type":"string","description":"the task, with everything the sub-agent needs to know"},` +
+			`"role":{"type":"string","description":"the sub-agent's role, such as researcher"},` +
+			`"instructions":{"type":"string","description":"how the sub-agent should work (its system message)"},` +
+			`"model":{"type":"string","description":"a model spec; default: your own model"}},` +
+			`"required":["description"],"additionalProperties":false}`),
+	}
+}
+
+// Call implements tool.Tool.
+func (tt TaskTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
+	var a struct {
+		Description, Role, Instructions, Model string
+	}
+	if err := json.Unmarshal(c.Args, &a); err != nil || strings.TrimSpace(a.Description) == "" {
+		return tool.Result{Text: `task needs {"description": "…"} with the whole task in it`, Error: true}, nil
+	}
+	env, ok := agent.EnvFrom(ctx)
+	if !ok || env.Loop == nil || env.Turn == nil {
+		return tool.Result{Text: "task can only run inside an agent's turn", Error: true}, nil
+	}
+	if a.Role == "" {
+		a.Role = "sub-agent"
+	}
+	provider := env.Loop.Provider
+	if a.Model != "" && tt.Models != nil {
+		p, err := tt.Models(a.Model)
+		if err != nil {
+			return tool.Result{Text: fmt.Sprintf("task cannot use model %q: %v; omit model to use your own", a.Model, err), Error: true}, nil
+		}
+		provider = p
+	}
+	addr := "agent://run/" + a.Role
+	if tt.Address != nil {
+		addr = tt.Address(a.Role)
+	}
+	if tt.OnStart != nil {
+		tt.OnStart(addr)
+	}
+	res := Run(WithSelf(ctx, addr), env.Turn, Spec{
+		Role: a.Role, Instructions: a.Instructions, Task: a.Description, ToolCallID: c.ID,
+		Provider: provider, Tools: env.Loop.Tools, Searchable: env.Loop.Searchable, Gate: env.Loop.Gate,
+		Workspace: env.Loop.Workspace, MaxSteps: env.Loop.MaxSteps,
+	})
+	if res.Err != nil {
+		if ctx.Err() != nil {
+			return tool.Result{}, ctx.Err()
+		}
+		return tool.Result{Text: fmt.Sprintf("the %s sub-agent failed: %v", a.Role, res.Err), Error: true}, nil
+	}
+	if res.Text == "" {
+		return tool.Result{Text: fmt.Sprintf("the %s sub-agent finished without an answer", a.Role)}, nil
+	}
+	return tool.Result{Text: res.Text}, nil
+}
+
+type selfKey struct{}
+
+// WithSelf returns ctx naming addr as the hub address of the agent whose
+// loop runs under it; hub tools send from it.
+func WithSelf(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, selfKey{}, addr)
+}
+
+// Self returns the hub address WithSelf put in ctx, or "".
+func Self(ctx context.Context) string {
+	s, _ := ctx.Value(selfKey{}).(string)
+	return s
+}

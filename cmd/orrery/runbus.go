@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/subagent"
+	"github.com/getorrery/orrery/bus"
+	"github.com/getorrery/orrery/crew"
+	"github.com/getorrery/orrery/hub"
+	"github.com/getorrery/orrery/hub/hubtool"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/tool"
+)
+
+func (c *runCmd) registerBus(fs *flag.FlagSet) {
+	fs.StringVar(&c.events, "events", "", "speak the run event bus instead of printing text: jsonl (one JSON event per line on stdout, verbs on stdin)")
+	fs.StringVar(&c.client, "client", "", "with --events: the watching program's hub seat, client://NAME (default "+hub.DefaultClient+")")
+	fs.BoolVar(&c.stream, "stream", false, "with --events: add llm.delta events for the generated text")
+}
+
+// parseArgs parses flags before and after one positional argument, the
+// crew file.
+func (c *runCmd) parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &exitCodeError{code: exitUsage, err: errors.New("")}
+	}
+	if fs.NArg() == 0 {
+		return nil
+	}
+	c.target = fs.Arg(0)
+	return parse(fs, fs.Args()[1:])
+}
+
+// checkBusFlags refuses what --events cannot mean and warns about bus
+// flags given without it.
+func (c *runCmd) checkBusFlags() error {
+	if c.events != "" && c.events != "jsonl" {
+		return &usageError{msg: fmt.Sprintf("--events accepts only jsonl, not %q: pass --events jsonl, or leave it out to print text", c.events)}
+	}
+	if c.events == "" && c.client != "" {
+		fmt.Fprintf(c.env.stderr, "orrery: warning: --client %s has no effect without --events jsonl; add --events jsonl to take the hub seat\n", c.client)
+	}
+	if c.events == "" && c.stream {
+		fmt.Fprintln(c.env.stderr, "orrery: warning: --stream has no effect without --events jsonl (text is printed as it comes anyway)")
+	}
+	if c.target != "" && c.prompt != "" {
+		return &usageError{msg: "run takes a prompt (-p) or a crew file, not both: drop one"}
+	}
+	if c.target != "" && c.session != "" {
+		return &usageError{msg: "a crew runs in a session of its own: drop --session"}
+	}
+	return nil
+}
+
+// cachedModels resolves each spec once, so that every agent of a run that
+// names the same model shares one provider (a script's position).
+func cachedModels(resolve func(string) (agent.Provider, error)) func(string) (agent.Provider, error) {
+	var mu sync.Mutex
+	cache := map[string]agent.Provider{}
+	return func(spec string) (agent.Provider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := cache[spec]; ok {
+			return p, nil
+		}
+		p, err := resolve(spec)
+		if err != nil {
+			return nil, err
+		}
+		cache[spec] = p
+		return p, nil
+	}
+}
+
+// withTools returns set plus extra.
+func withTools(set *tool.Set, extra ...tool.Tool) *tool.Set {
+	var all []tool.Tool
+	for _, spec := range set.Specs() {
+		t, _ := set.Lookup(spec.Name)
+		all = append(all, t)
+	}
+	return tool.NewSet(append(all, extra...)...)
+}
+
+// busKernel adds what the bus and crews need to the kernel's config: the
+// task tool, the hub tools (searchable), usage events, and for a crew its
+// runner as the model "crew:PATH". A crew that does not validate is
+// reported in *crewErr.
+func (c *runCmd) busKernel(h *hub.Hub, cr *crewRun) func(*kernel.Config) {
+	return func(kc *kernel.Config) {
+		models := cachedModels(kc.Models)
+		kc.UsageEvents = c.events != ""
+		kc.Tools = withTools(kc.Tools, subagent.TaskTool{Models: models, OnStart: func(addr string) { _ = h.AddAgent(addr) }})
+		kc.Searchable = withTools(kc.Searchable, hubtool.New(h, "")...)
+		kc.Models = models
+		if cr == nil {
+			return
+		}
+		known := crew.Known{
+			Tools: func(name string) bool {
+				_, ok := kc.Tools.Lookup(name)
+				_, found := kc.Searchable.Lookup(name)
+				return ok || found || name == agent.SearchTool
+			},
+			Model: func(spec string) error { _, err := models(spec); return err },
+		}
+		if cr.err = cr.runner.File.Validate(known); cr.err != nil {
+			return
+		}
+		cr.runner.Models = models
+		cr.runner.DefaultModel = kc.DefaultModel
+		cr.runner.Tools = kc.Tools
+		cr.runner.Searchable = kc.Searchable
+		cr.runner.MaxSteps = kc.MaxSteps
+		spec := "crew:" + cr.runner.File.Path()
+		kc.Models = func(s string) (agent.Provider, error) {
+			if s == spec {
+				return cr.runner, nil
+			}
+			return models(s)
+		}
+	}
+}
+
+// crewRun is a crew being wired into a kernel.
+type crewRun struct {
+	runner *crew.Runner
+	err    error
+}
+
+// runCrew runs a crew file: its tasks, in dependency order, as sub-agents
+// of one run in a new session.
+func (c *runCmd) runCrew(ctx context.Context) error {
+	f, err := crew.Load(c.target)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	cfg, err := c.common.load(c.env)
+	if err != nil {
+		return err
+	}
+	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
+	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
+	h := hub.New()
+	if err := h.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
+		return &usageError{msg: fmt.Sprintf("%s: %v", c.target, err)}
+	}
+	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(h, cr))
+	if err != nil {
+		return err
+	}
+	defer k.Close(context.Background())
+	if cr.err != nil {
+		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
+	}
+	sess, err := k.kernel.CreateSession(ctx, kernel.SessionOptions{Model: "crew:" + f.Path(), Title: "crew " + f.Name})
+	if err != nil {
+		return err
+	}
+	prompt := fmt.Sprintf("Run crew %s (%s): %d tasks.", f.Name, c.target, len(f.Tasks))
+	if c.events != "" {
+		return c.runEvents(ctx, sess, h, c.target, prompt)
+	}
+	head := sess.Head()
+	sub, err := sess.Subscribe(ctx, &head)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	if err != nil {
+		return err
+	}
+	return c.print(ctx, sess, sub, res.RunID)
+}
+
+// runEvents runs prompt in sess and speaks the run event bus: events on
+// stdout, verbs on stdin. Logs stay on stderr.
+func (c *runCmd) runEvents(ctx context.Context, sess *kernel.Session, h *hub.Hub, target, prompt string) error {
+	log := newLogger(c.env, slog.LevelWarn)
+	w := bus.NewWriter(c.env.stdout)
+	w.Logger = log
+	br, err := bus.NewBridge(ctx, w, sess, h, bus.Options{Client: c.client, Stream: c.stream, Logger: log})
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	defer br.Close()
+	head := sess.Head()
+	sub, err := sess.SubscribeWith(ctx, kernel.SubscribeOptions{Since: &head, Caller: br.Caller()})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if err := br.Started(target); err != nil {
+		return err
+	}
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	if err != nil {
+		return err
+	}
+	br.Follow(res.RunID)
+	go func() {
+		if err := bus.ReadLines(ctx, c.env.stdin, log, func(in bus.Inbound) { br.Handle(ctx, in) }); err != nil && ctx.Err() == nil {
+			log.Warn("bus: stopped reading stdin", "err", err)
+		}
+		// Nobody can answer from here on: every question is refused.
+		br.InputClosed()
+	}()
+	var frames []kernel.Frame
+	interrupt := ctx.Done()
+	for {
+		frames = sub.Take(frames[:0])
+		if len(frames) == 0 {
+			select {
+			case <-sub.Ready():
+			case <-interrupt:
+				interrupt = nil
+				_ = sess.Cancel(context.WithoutCancel(ctx), res.RunID)
+			case <-sub.Done():
+				if frames = sub.Take(frames[:0]); len(frames) == 0 {
+					return fmt.Errorf("the session stopped before the run ended: %v", sub.Err())
+				}
+			}
+		}
+		for _, f := range frames {
+			if done, code := br.Frame(f); done {
+				if code != 0 {
+					return &exitCodeError{code: code, err: errors.New(strings.TrimSpace(""))}
+				}
+				return nil
+			}
+		}
+	}
+}

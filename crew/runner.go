@@ -1,0 +1,141 @@
+package crew
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/subagent"
+	"github.com/getorrery/orrery/hub"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
+)
+
+// Runner runs a crew as a session's agent: it is an agent.Runner, so the
+// kernel hands it the run, and it runs each task as a sub-agent in
+// dependency order. The run's answer is the last task's result.
+type Runner struct {
+	File *File
+	// Models resolves an agent's model spec.
+	Models func(spec string) (agent.Provider, error)
+	// DefaultModel is the model of agents whose crew names none.
+	DefaultModel string
+	// Tools are the tools agents may list; an agent that lists none gets
+	// them all.
+	Tools *tool.Set
+	// Searchable are tools found with tools.search (hub tools, MCP tools).
+	Searchable *tool.Set
+	// AutoHumanInput approves the tasks that declared human input without
+	// asking: the fallback for an unattended run.
+	AutoHumanInput bool
+	// MaxSteps bounds each agent's model calls; 0 is the agent default.
+	MaxSteps int
+}
+
+var _ agent.Runner = (*Runner)(nil)
+
+// Name implements agent.Provider.
+func (*Runner) Name() string { return "crew" }
+
+// Model implements agent.Provider: the crew's name.
+func (r *Runner) Model() string { return r.File.Name }
+
+// Stream implements agent.Provider; a Runner's is never called.
+func (r *Runner) Stream(context.Context, agent.Request, func(agent.Delta) error) (agent.Usage, error) {
+	return agent.Usage{}, errors.New("crew: a crew runs whole turns; Stream is not used")
+}
+
+// Run implements agent.Runner.
+func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
+	f := r.File
+	outputs := map[string]string{}
+	last := ""
+	for _, t := range f.Order() {
+		a, _ := f.Agent(t.Agent)
+		if t.NeedsHuman() && !r.AutoHumanInput {
+			if err := r.confirm(ctx, in.Turn, t, a); err != nil {
+				return agent.Result{Err: err}
+			}
+		}
+		spec := a.Model
+		if spec == "" {
+			spec = f.Model
+		}
+		if spec == "" {
+			spec = r.DefaultModel
+		}
+		provider, err := r.Models(spec)
+		if err != nil {
+			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("agent %s of crew %s cannot use model %q: %v", a.ID, f.Name, spec, err), Err: err}}
+		}
+		tools, searchable := r.toolsFor(a)
+		var deps []string
+		for _, d := range t.DependsOn {
+			deps = append(deps, outputs[d])
+		}
+		res := subagent.Run(subagent.WithSelf(ctx, hub.Agent(f.Name, a.ID)), in.Turn, subagent.Spec{
+			TaskID: t.ID, Role: a.Role, Instructions: a.Instructions, Task: t.Description, Context: deps,
+			CrewID: f.Name, AgentID: a.ID, Provider: provider, Tools: tools, Searchable: searchable,
+			Gate: in.Gate, Workspace: in.Workspace, MaxSteps: r.MaxSteps,
+		})
+		if res.Err != nil {
+			if ctx.Err() != nil {
+				return agent.Result{Err: ctx.Err()}
+			}
+			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("task %s (agent %s) failed: %v", t.ID, a.ID, res.Err), Err: res.Err}}
+		}
+		outputs[t.ID] = res.Text
+		last = res.Text
+	}
+	if last != "" {
+		id := in.Turn.NewID("msg")
+		if err := in.Turn.Emit(ctx,
+			&protocol.TextMessageStart{MessageID: id, Role: protocol.RoleAssistant},
+			&protocol.TextMessageContent{MessageID: id, Delta: last},
+			&protocol.TextMessageEnd{MessageID: id},
+		); err != nil {
+			return agent.Result{Err: err}
+		}
+	}
+	return agent.Result{}
+}
+
+// confirm asks the person to approve a task that declared human input.
+func (r *Runner) confirm(ctx context.Context, t agent.Turn, task Task, a Agent) error {
+	asker, ok := t.(agent.Asker)
+	if !ok {
+		return &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("task %s needs a person's confirmation and nobody can be asked: run it with --events jsonl, or remove human_input", task.ID)}
+	}
+	ans, err := asker.Ask(ctx, agent.Question{
+		Kind: agent.QuestionConfirm, Prompt: fmt.Sprintf("Run task %s (%s)?", task.ID, a.Role),
+		TaskDescription: task.Description, CrewID: r.File.Name, AgentID: a.ID,
+	})
+	if err != nil {
+		return err
+	}
+	if ans.Refused {
+		return &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("task %s needed a person's confirmation and it was refused (%s), so the crew stopped", task.ID, ans.Why)}
+	}
+	return nil
+}
+
+// toolsFor returns the tools an agent may call: those it lists (or every
+// tool when it lists none), and the searchable ones.
+func (r *Runner) toolsFor(a Agent) (*tool.Set, *tool.Set) {
+	if a.Tools == nil {
+		return r.Tools, r.Searchable
+	}
+	var tools, searchable []tool.Tool
+	for _, name := range a.Tools {
+		if t, ok := r.Tools.Lookup(name); ok {
+			tools = append(tools, t)
+		}
+	}
+	for _, spec := range r.Searchable.Specs() {
+		if t, ok := r.Searchable.Lookup(spec.Name); ok {
+			searchable = append(searchable, t)
+		}
+	}
+	return tool.NewSet(tools...), tool.NewSet(searchable...)
+}

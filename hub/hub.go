@@ -1,0 +1,517 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// DefaultTimeout is how long a send waits for its reply when it names no
+// timeout. Silence past it is a refusal.
+const DefaultTimeout = 30 * time.Second
+
+// Message is what the hub delivers.
+type Message struct {
+	// From is the sender's address; empty on the answer to a send, which
+	// pairs by CorrelationID instead.
+	From string `json:"from,omitempty"`
+	// To is the address it was sent to, or empty for a topic relay.
+	To string `json:"to,omitempty"`
+	// Topic is set on a topic relay.
+	Topic string `json:"topic,omitempty"`
+	// Payload is carried as is.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// CorrelationID pairs a send with its reply.
+	CorrelationID string `json:"correlationId,omitempty"`
+	// ExpectsReply marks a send: the sender waits for a reply under its
+	// own timeout.
+	ExpectsReply bool `json:"expectsReply,omitempty"`
+}
+
+// Errors a caller branches on.
+var (
+	// ErrUnknownCorrelation is a reply to no send in flight.
+	ErrUnknownCorrelation = errors.New("no send is waiting for that correlationId: it was answered, timed out, or never sent")
+	// ErrTimeout is a send whose reply did not come in time.
+	ErrTimeout = errors.New("no reply came in time, which counts as a refusal")
+	// ErrUnknownAddress is a post or send to nobody the hub knows.
+	ErrUnknownAddress = errors.New("nobody is at that address")
+)
+
+// RefusedError is traffic the links ACL refused. Missing describes the
+// link the crew would have to declare.
+type RefusedError struct {
+	Crew     string
+	From, To string
+	Topic    string
+	Missing  string
+}
+
+func (e *RefusedError) Error() string {
+	what := "traffic from " + e.From + " to " + e.To
+	if e.Topic != "" {
+		what += " on topic " + e.Topic
+	}
+	return fmt.Sprintf("the links of crew %s refuse %s: it declares links and none covers this; add %s to its links", e.Crew, what, e.Missing)
+}
+
+// Link is one entry of a crew's links: the peer it may talk to, in which
+// direction, and on which topics (none means any).
+type Link struct {
+	To            string   `toml:"to" json:"to"`
+	Direction     string   `toml:"direction" json:"direction"`
+	AllowedTopics []string `toml:"allowed_topics" json:"allowed_topics,omitempty"`
+}
+
+// The directions of a link, seen from the crew that declares it.
+const (
+	Bidirectional = "bidirectional"
+	Outbound      = "outbound"
+	Inbound       = "inbound"
+)
+
+// Validate checks a link's address and direction.
+func (l Link) Validate() error {
+	if _, err := ParseAddress(l.To); err != nil {
+		return fmt.Errorf("link to: %w", err)
+	}
+	switch l.Direction {
+	case "", Bidirectional, Outbound, Inbound:
+		return nil
+	}
+	return fmt.Errorf("link to %s has direction %q: use bidirectional, outbound or inbound", l.To, l.Direction)
+}
+
+func (l Link) allows(dir, topic string) bool {
+	d := l.Direction
+	if d == "" {
+		d = Bidirectional
+	}
+	if d != Bidirectional && d != dir {
+		return false
+	}
+	return topic == "" || len(l.AllowedTopics) == 0 || slices.Contains(l.AllowedTopics, topic)
+}
+
+// matches reports whether the link's peer is a, or a's crew.
+func (l Link) matches(a Address) bool {
+	p, err := ParseAddress(l.To)
+	if err != nil {
+		return false
+	}
+	if p == a {
+		return true
+	}
+	return p.Scheme == SchemeCrew && a.Scheme == SchemeAgent && p.Crew == a.Crew
+}
+
+// Hub routes messages between addresses. The zero Hub is not usable: make
+// one with New. It is safe for concurrent use.
+type Hub struct {
+	mu       sync.Mutex // guards everything below
+	crews    map[string]*crewInfo
+	seats    map[string]func(Message)   // addresses that take delivery themselves
+	boxes    map[string][]Message       // agents' mailboxes
+	topics   map[string]map[string]bool // topic → subscriber addresses
+	retained map[string]map[string]retainedMsg
+	waiting  map[string]chan Message // correlationId → the send waiting for it
+}
+
+type crewInfo struct {
+	agents []string
+	links  []Link
+}
+
+type retainedMsg struct {
+	from    string
+	payload json.RawMessage
+}
+
+// New returns an empty hub.
+func New() *Hub {
+	return &Hub{
+		crews:    make(map[string]*crewInfo),
+		seats:    make(map[string]func(Message)),
+		boxes:    make(map[string][]Message),
+		topics:   make(map[string]map[string]bool),
+		retained: make(map[string]map[string]retainedMsg),
+		waiting:  make(map[string]chan Message),
+	}
+}
+
+// AddCrew registers a crew, its agents (each gets a mailbox) and its links.
+func (h *Hub) AddCrew(name string, agents []string, links []Link) error {
+	for _, l := range links {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("crew %s: %w", name, err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.crews[name]; ok {
+		return fmt.Errorf("crew %s is already on the hub: give the crew another name", name)
+	}
+	h.crews[name] = &crewInfo{agents: slices.Clone(agents), links: slices.Clone(links)}
+	for _, a := range agents {
+		addr := Agent(name, a)
+		if _, ok := h.boxes[addr]; !ok {
+			h.boxes[addr] = nil
+		}
+	}
+	return nil
+}
+
+// AddAgent gives an agent outside any declared crew a mailbox, such as a
+// sub-agent started by the task tool.
+func (h *Hub) AddAgent(addr string) error {
+	if _, err := ParseAddress(addr); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.boxes[addr]; !ok {
+		h.boxes[addr] = nil
+	}
+	return nil
+}
+
+// Attach seats addr (a client or an extension): what the hub delivers to
+// it is passed to deliver, outside the hub's lock. detach ends the seat
+// and its subscriptions.
+func (h *Hub) Attach(addr string, deliver func(Message)) (detach func(), err error) {
+	a, err := ParseAddress(addr)
+	if err != nil {
+		return nil, err
+	}
+	if a.Scheme != SchemeClient && a.Scheme != SchemeExt {
+		return nil, fmt.Errorf("only client:// and ext:// addresses take a seat, not %s", addr)
+	}
+	addr = a.String()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.seats[addr]; ok {
+		return nil, fmt.Errorf("%s already has a seat: pick another name (--client NAME)", addr)
+	}
+	h.seats[addr] = deliver
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.seats, addr)
+		for _, subs := range h.topics {
+			delete(subs, addr)
+		}
+	}, nil
+}
+
+// Check applies the links ACL to traffic from one address to another, on
+// topic when it is a topic relay. It returns nil or a *RefusedError.
+func (h *Hub) Check(from, to, topic string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.checkLocked(from, to, topic)
+}
+
+func (h *Hub) checkLocked(from, to, topic string) error {
+	fa, err := ParseAddress(from)
+	if err != nil {
+		return err
+	}
+	ta, err := ParseAddress(to)
+	if err != nil {
+		return err
+	}
+	if fa.Crew != "" && fa.Crew == ta.Crew {
+		return nil // inside one crew
+	}
+	if c := h.crews[fa.Crew]; fa.Crew != "" && c != nil && len(c.links) > 0 && !covered(c.links, ta, Outbound, topic) {
+		return refusal(fa.Crew, from, to, topic, ta, Outbound)
+	}
+	if c := h.crews[ta.Crew]; ta.Crew != "" && c != nil && len(c.links) > 0 && !covered(c.links, fa, Inbound, topic) {
+		return refusal(ta.Crew, from, to, topic, fa, Inbound)
+	}
+	return nil
+}
+
+func covered(links []Link, peer Address, dir, topic string) bool {
+	for _, l := range links {
+		if l.matches(peer) && l.allows(dir, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+func refusal(crew, from, to, topic string, peer Address, dir string) *RefusedError {
+	missing := fmt.Sprintf("{to = %q, direction = %q", peer.String(), dir)
+	if topic != "" {
+		missing += fmt.Sprintf(", allowed_topics = [%q]", topic)
+	}
+	missing += "}"
+	return &RefusedError{Crew: crew, From: from, To: to, Topic: topic, Missing: missing}
+}
+
+// deliverLocked puts m in to's mailbox or returns its seat's callback.
+func (h *Hub) deliverLocked(to string, m Message) (func(), error) {
+	if seat, ok := h.seats[to]; ok {
+		return func() { seat(m) }, nil
+	}
+	a, _ := ParseAddress(to)
+	if a.Scheme == SchemeCrew {
+		c := h.crews[a.Crew]
+		if c == nil {
+			return nil, fmt.Errorf("post to %s: %w (no crew %s runs here)", to, ErrUnknownAddress, a.Crew)
+		}
+		for _, name := range c.agents {
+			addr := Agent(a.Crew, name)
+			h.boxes[addr] = append(h.boxes[addr], m)
+		}
+		return func() {}, nil
+	}
+	if _, ok := h.boxes[to]; !ok {
+		return nil, fmt.Errorf("deliver to %s: %w", to, ErrUnknownAddress)
+	}
+	h.boxes[to] = append(h.boxes[to], m)
+	return func() {}, nil
+}
+
+func canonical(addr string) (string, error) {
+	a, err := ParseAddress(addr)
+	if err != nil {
+		return "", err
+	}
+	return a.String(), nil
+}
+
+// Post writes payload to one mailbox, or to a seat.
+func (h *Hub) Post(from, to string, payload json.RawMessage) error {
+	var err error
+	if from, err = canonical(from); err != nil {
+		return err
+	}
+	if to, err = canonical(to); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if err := h.checkLocked(from, to, ""); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	deliver, err := h.deliverLocked(to, Message{From: from, To: to, Payload: payload})
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	deliver()
+	return nil
+}
+
+// NewCorrelationID returns a fresh correlation id.
+func NewCorrelationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
+}
+
+// Send delivers payload to one address with expectsReply set and waits for
+// the reply, up to timeout (0 means DefaultTimeout) or ctx's end. Silence
+// is a refusal: it returns an error wrapping ErrTimeout. correlationID may
+// be empty, and then the hub picks one.
+func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage, timeout time.Duration, correlationID string) (Message, error) {
+	var err error
+	if from, err = canonical(from); err != nil {
+		return Message{}, err
+	}
+	if to, err = canonical(to); err != nil {
+		return Message{}, err
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if correlationID == "" {
+		correlationID = NewCorrelationID()
+	}
+	answer := make(chan Message, 1)
+	h.mu.Lock()
+	if err := h.checkLocked(from, to, ""); err != nil {
+		h.mu.Unlock()
+		return Message{}, err
+	}
+	if _, dup := h.waiting[correlationID]; dup {
+		h.mu.Unlock()
+		return Message{}, fmt.Errorf("a send with correlationId %s is already waiting: use a fresh one", correlationID)
+	}
+	deliver, err := h.deliverLocked(to, Message{From: from, To: to, Payload: payload, CorrelationID: correlationID, ExpectsReply: true})
+	if err != nil {
+		h.mu.Unlock()
+		return Message{}, err
+	}
+	h.waiting[correlationID] = answer
+	h.mu.Unlock()
+	deliver()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	forget := func() {
+		h.mu.Lock()
+		delete(h.waiting, correlationID)
+		h.mu.Unlock()
+	}
+	select {
+	case m := <-answer:
+		return m, nil
+	case <-timer.C:
+		forget()
+		return Message{CorrelationID: correlationID}, fmt.Errorf("send to %s (correlationId %s): %w after %s", to, correlationID, ErrTimeout, timeout)
+	case <-ctx.Done():
+		forget()
+		return Message{CorrelationID: correlationID}, ctx.Err()
+	}
+}
+
+// Reply answers the send waiting under correlationID. A reply to no send
+// in flight returns an error wrapping ErrUnknownCorrelation.
+func (h *Hub) Reply(correlationID string, payload json.RawMessage) error {
+	h.mu.Lock()
+	answer, ok := h.waiting[correlationID]
+	delete(h.waiting, correlationID)
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("reply %s: %w", correlationID, ErrUnknownCorrelation)
+	}
+	answer <- Message{Payload: payload, CorrelationID: correlationID}
+	return nil
+}
+
+// PublishReport says where a publish went.
+type PublishReport struct {
+	// Delivered counts the subscribers that got it.
+	Delivered int
+	// Refused are the subscribers the links ACL kept it from.
+	Refused []error
+}
+
+// Publish relays payload to every subscriber of topic that the links ACL
+// lets it reach. With retainAs it is also kept, under that name, for those
+// who subscribe later.
+func (h *Hub) Publish(from, topic string, payload json.RawMessage, retainAs string) (PublishReport, error) {
+	var rep PublishReport
+	var err error
+	if from, err = canonical(from); err != nil {
+		return rep, err
+	}
+	if topic == "" {
+		return rep, errors.New("publish needs a topic")
+	}
+	h.mu.Lock()
+	if retainAs != "" {
+		if h.retained[topic] == nil {
+			h.retained[topic] = make(map[string]retainedMsg)
+		}
+		h.retained[topic][retainAs] = retainedMsg{from: from, payload: payload}
+	}
+	subs := make([]string, 0, len(h.topics[topic]))
+	for s := range h.topics[topic] {
+		subs = append(subs, s)
+	}
+	sort.Strings(subs)
+	var deliveries []func()
+	for _, s := range subs {
+		if s == from {
+			continue
+		}
+		if err := h.checkLocked(from, s, topic); err != nil {
+			rep.Refused = append(rep.Refused, err)
+			continue
+		}
+		d, err := h.deliverLocked(s, Message{From: from, Topic: topic, Payload: payload})
+		if err != nil {
+			rep.Refused = append(rep.Refused, err)
+			continue
+		}
+		deliveries = append(deliveries, d)
+	}
+	h.mu.Unlock()
+	for _, d := range deliveries {
+		d()
+	}
+	rep.Delivered = len(deliveries)
+	return rep, nil
+}
+
+// Subscribe opens a relay of topic to addr: later publishes reach it, and
+// so do the values retained on the topic, now, when the ACL allows.
+func (h *Hub) Subscribe(addr, topic string) error {
+	var err error
+	if addr, err = canonical(addr); err != nil {
+		return err
+	}
+	if topic == "" {
+		return errors.New("subscribe needs a topic")
+	}
+	h.mu.Lock()
+	_, seated := h.seats[addr]
+	_, boxed := h.boxes[addr]
+	if !seated && !boxed {
+		h.mu.Unlock()
+		return fmt.Errorf("subscribe %s: %w", addr, ErrUnknownAddress)
+	}
+	if h.topics[topic] == nil {
+		h.topics[topic] = make(map[string]bool)
+	}
+	h.topics[topic][addr] = true
+	names := make([]string, 0, len(h.retained[topic]))
+	for name := range h.retained[topic] {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var deliveries []func()
+	for _, name := range names {
+		r := h.retained[topic][name]
+		if h.checkLocked(r.from, addr, topic) != nil {
+			continue
+		}
+		if d, err := h.deliverLocked(addr, Message{From: r.from, Topic: topic, Payload: r.payload}); err == nil {
+			deliveries = append(deliveries, d)
+		}
+	}
+	h.mu.Unlock()
+	for _, d := range deliveries {
+		d()
+	}
+	return nil
+}
+
+// Unsubscribe closes addr's relay of topic. Closing one that is not open
+// does nothing.
+func (h *Hub) Unsubscribe(addr, topic string) error {
+	var err error
+	if addr, err = canonical(addr); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.topics[topic], addr)
+	return nil
+}
+
+// Take empties addr's mailbox and returns what it held, oldest first.
+func (h *Hub) Take(addr string) ([]Message, error) {
+	var err error
+	if addr, err = canonical(addr); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msgs, ok := h.boxes[addr]
+	if !ok {
+		return nil, fmt.Errorf("read the mailbox of %s: %w", addr, ErrUnknownAddress)
+	}
+	h.boxes[addr] = nil
+	return msgs, nil
+}
