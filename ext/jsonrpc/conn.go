@@ -104,8 +104,8 @@ func validID(id json.RawMessage) bool {
 type Conn struct {
 	rd *Reader
 
-	wmu sync.Mutex // guards w and werr
-	w   io.Writer
+	wmu  sync.Mutex // guards w and werr
+	w    io.Writer
 	werr error
 
 	mu      sync.Mutex // guards next, pending and closed
