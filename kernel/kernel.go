@@ -70,6 +70,10 @@ type Config struct {
 	DebugActor bool
 	// Now replaces the clock for event timestamps.
 	Now func() time.Time
+	// SessionLoaded, when set, is called (on its own goroutine) each time a
+	// session is loaded into memory, after it started: the extension host
+	// starts the session's extensions from it.
+	SessionLoaded func(*Session)
 }
 
 // Kernel hosts sessions. Create it with New, start it with Open, stop it
@@ -270,6 +274,9 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	}
 	k.sessions[id] = s
 	k.mu.Unlock()
+	if k.cfg.SessionLoaded != nil {
+		go k.cfg.SessionLoaded(s)
+	}
 	return s, nil
 }
 

@@ -50,8 +50,13 @@ type Session struct {
 	consents    map[string]*pendingConsent // consent requests awaiting an answer
 	grants      map[string]string          // tool → who allowed it for this session
 
+	// extState holds the extensions' shared state keys ("<owner>/<key>").
+	extState map[string]json.RawMessage
+
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64
+	// ext are the tools extensions add to this session (kernel/extension.go).
+	ext extTools
 }
 
 func newSession(k *Kernel, info store.Session) *Session {
@@ -93,6 +98,7 @@ func (s *Session) load(ctx context.Context) error {
 			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
+		s.applyExtension(ev)
 		if rs, ok := ev.(*protocol.RunStarted); ok {
 			s.runIDs[rs.RunID] = true
 		}
@@ -204,6 +210,7 @@ func (s *Session) emit(runID string, events ...protocol.Event) error {
 			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
+		s.applyExtension(ev)
 		if s.run != nil {
 			s.run.open.apply(ev)
 		}

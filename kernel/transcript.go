@@ -92,6 +92,13 @@ func (t *transcript) assistant(id string) *protocol.Message {
 func (t *transcript) apply(ev protocol.Event) {
 	switch e := ev.(type) {
 	case *protocol.Custom:
+		if e.Name == HostMessageEvent {
+			var hm HostMessage
+			if json.Unmarshal(e.Value, &hm) == nil && hm.ID != "" {
+				t.add(hm.message())
+			}
+			return
+		}
 		if e.Name != UserMessageEvent {
 			return
 		}
