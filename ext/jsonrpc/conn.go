@@ -202,49 +202,76 @@ func (c *Conn) shut(err error) {
 	}
 }
 
-// Call sends a request and waits for its response, decoding its result
-// into result (when not nil). An error response is returned as an *Error.
-func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
-	p, err := marshalParams(params)
+// Pending is a request sent and not yet answered.
+type Pending struct {
+	c      *Conn
+	method string
+	id     string
+	ch     chan *Message
+	err    error
+}
+
+// Go sends a request and returns at once: requests sent one after another
+// with Go reach the peer in that order, without waiting for answers.
+func (c *Conn) Go(method string, params any) *Pending {
+	p := &Pending{c: c, method: method}
+	raw, err := marshalParams(params)
 	if err != nil {
-		return fmt.Errorf("call %s: %w", method, err)
+		p.err = fmt.Errorf("call %s: %w", method, err)
+		return p
 	}
-	ch := make(chan *Message, 1)
+	p.ch = make(chan *Message, 1)
 	c.mu.Lock()
 	if c.closed != nil {
-		err := c.closed
+		p.err = fmt.Errorf("call %s: %w", method, c.closed)
 		c.mu.Unlock()
-		return fmt.Errorf("call %s: %w", method, err)
+		return p
 	}
 	c.next++
 	id := strconv.AppendInt(nil, c.next, 10)
-	c.pending[string(id)] = ch
+	p.id = string(id)
+	c.pending[p.id] = p.ch
 	c.mu.Unlock()
-	if err := c.send(&Message{JSONRPC: Version, ID: id, Method: method, Params: p}); err != nil {
-		c.forget(string(id))
-		return fmt.Errorf("call %s: %w", method, err)
+	if err := c.send(&Message{JSONRPC: Version, ID: id, Method: method, Params: raw}); err != nil {
+		c.forget(p.id)
+		p.err = fmt.Errorf("call %s: %w", method, err)
+	}
+	return p
+}
+
+// Wait waits for the answer and decodes its result into result (when not
+// nil). An error response is returned as an *Error.
+func (p *Pending) Wait(ctx context.Context, result any) error {
+	if p.err != nil {
+		return p.err
 	}
 	select {
-	case m, ok := <-ch:
+	case m, ok := <-p.ch:
 		if !ok {
-			c.mu.Lock()
-			err := c.closed
-			c.mu.Unlock()
-			return fmt.Errorf("call %s: %w", method, err)
+			p.c.mu.Lock()
+			err := p.c.closed
+			p.c.mu.Unlock()
+			return fmt.Errorf("call %s: %w", p.method, err)
 		}
 		if m.Error != nil {
 			return m.Error
 		}
 		if result != nil && len(m.Result) > 0 {
 			if err := json.Unmarshal(m.Result, result); err != nil {
-				return fmt.Errorf("call %s: decode result: %w", method, err)
+				return fmt.Errorf("call %s: decode result: %w", p.method, err)
 			}
 		}
 		return nil
 	case <-ctx.Done():
-		c.forget(string(id))
-		return fmt.Errorf("call %s: %w", method, ctx.Err())
+		p.c.forget(p.id)
+		return fmt.Errorf("call %s: %w", p.method, ctx.Err())
 	}
+}
+
+// Call sends a request and waits for its response, decoding its result
+// into result (when not nil). An error response is returned as an *Error.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	return c.Go(method, params).Wait(ctx, result)
 }
 
 func (c *Conn) forget(id string) {
