@@ -130,18 +130,34 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 	h.instances[s.ID()] = set
 	h.mu.Unlock()
 	ctx := context.Background()
+	var start []*Instance
+	var refused []error
 	for _, name := range sortedKeys(set) {
 		in := set[name]
 		if err := in.declare(ctx); err != nil {
 			in.log.Warn("extension refused", "err", err)
-			in.notice(ctx, "error", err.Error())
+			refused = append(refused, err)
 			continue
 		}
 		if in.m.StartsWithSession() {
-			in.drawLoading(ctx)
-			in.ensure(ctx)
+			start = append(start, in)
 		}
 	}
+	// The rest goes through the session's actor and the processes: not
+	// while the kernel is still loading the session.
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for _, err := range refused {
+			if nerr := s.Notify(ctx, "", "error", err.Error()); nerr != nil {
+				h.log.Warn("notice", "err", nerr)
+			}
+		}
+		for _, in := range start {
+			in.drawLoading(ctx)
+			go in.ensure(ctx)
+		}
+	}()
 }
 
 // instance returns session's instance of name.

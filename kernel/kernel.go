@@ -70,9 +70,10 @@ type Config struct {
 	DebugActor bool
 	// Now replaces the clock for event timestamps.
 	Now func() time.Time
-	// SessionLoaded, when set, is called (on its own goroutine) each time a
-	// session is loaded into memory, after it started: the extension host
-	// starts the session's extensions from it.
+	// SessionLoaded, when set, is called each time a session is loaded
+	// into memory, after it started and before anyone else can use it: the
+	// extension host adds the session's extension tools and starts its
+	// extensions from it. It must not block: start slow work on a goroutine.
 	SessionLoaded func(*Session)
 }
 
@@ -266,6 +267,9 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	s.start()
+	if k.cfg.SessionLoaded != nil {
+		k.cfg.SessionLoaded(s)
+	}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -274,9 +278,6 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	}
 	k.sessions[id] = s
 	k.mu.Unlock()
-	if k.cfg.SessionLoaded != nil {
-		go k.cfg.SessionLoaded(s)
-	}
 	return s, nil
 }
 
