@@ -566,7 +566,12 @@ func (p *process) heartbeat() {
 			select {
 			case <-p.quit:
 				return
+			case <-p.done:
+				return
 			default:
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return // the connection ended: exited says why
 			}
 			p.fail(fmt.Sprintf("it did not answer a heartbeat within %s (hung)", cfg.HeartbeatTimeout))
 			return
