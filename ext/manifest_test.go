@@ -2,6 +2,8 @@ package ext_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,5 +115,31 @@ func TestRenderersIgnored(t *testing.T) {
 	m := "[extension]\napi = \"orrery-ext/1\"\nname = \"x\"\nversion = \"1\"\nruntime = \"none\"\nrenderers = [\"tui\"]\n"
 	if _, err := ext.ParseManifest([]byte(m)); err != nil {
 		t.Errorf("ParseManifest() with renderers = %v, want it accepted (it does nothing)", err)
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	project, user := t.TempDir(), t.TempDir()
+	write := func(dir, sub, name, version string) {
+		t.Helper()
+		d := filepath.Join(dir, sub)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := "[extension]\napi = \"orrery-ext/1\"\nname = \"" + name + "\"\nversion = \"" + version + "\"\nruntime = \"none\"\n"
+		if err := os.WriteFile(filepath.Join(d, ext.ManifestFile), []byte(m), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(project, "a", "alpha", "2")
+	write(user, "a", "alpha", "1")
+	write(user, "b", "beta", "1")
+	write(user, "bad", "Bad Name", "1")
+	got, errs := ext.Discover(project, user, filepath.Join(t.TempDir(), "missing"))
+	if len(got) != 2 || got[0].Extension.Name != "alpha" || got[0].Extension.Version != "2" || got[1].Extension.Name != "beta" {
+		t.Errorf("Discover() = %v, want alpha 2 (the project's) and beta", got)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), filepath.Join("bad", ext.ManifestFile)+": extension.name") {
+		t.Errorf("Discover() errors = %v, want the bad manifest named with its field", errs)
 	}
 }
