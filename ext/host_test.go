@@ -46,9 +46,11 @@ func TestMain(m *testing.M) {
 
 // manifest writes an extension directory with the manifest text, whose
 // command is replaced by command (absolute), and loads it.
-func manifest(t *testing.T, text string, command ...string) *ext.Manifest {
-	t.Helper()
-	dir := t.TempDir()
+func manifest(t testing.TB, text string, command ...string) *ext.Manifest {
+	dir, err := os.MkdirTemp(bin, "ext")
+	if err != nil {
+		panic(err)
+	}
 	if len(command) > 0 {
 		q, _ := json.Marshal(command)
 		lines := strings.Split(text, "\n")
@@ -60,11 +62,11 @@ func manifest(t *testing.T, text string, command ...string) *ext.Manifest {
 		text = strings.Join(lines, "\n")
 	}
 	if err := os.WriteFile(filepath.Join(dir, ext.ManifestFile), []byte(text), 0o600); err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	m, err := ext.LoadManifest(dir)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return m
 }
@@ -79,8 +81,7 @@ func example(t *testing.T, name string) *ext.Manifest {
 	return manifest(t, string(data), filepath.Join(bin, name))
 }
 
-func rogue(t *testing.T, mode string, extra string) *ext.Manifest {
-	t.Helper()
+func rogue(t testing.TB, mode string, extra string) *ext.Manifest {
 	return manifest(t, `[extension]
 api = "orrery-ext/1"
 name = "rogue"

@@ -82,6 +82,12 @@ func main() {
 					_ = h.State().Set(context.Background(), "failed", failed)
 				}()
 				return nil
+			case "bench":
+				// On each ui/event, send ui/data with the time it was sent.
+				h.UI().OnEvent("b", func(ctx context.Context, e sdk.Event) {
+					_ = h.UI().Data("b").Set(ctx, map[string]string{"t": fmt.Sprint(time.Now().UnixNano())})
+				})
+				return h.UI().Show(ctx, sdk.Show{ID: "b", Placement: "band", Structure: json.RawMessage(`{"type":"text","value":"${/t}"}`), Data: map[string]string{"t": "0"}})
 			case "badheader":
 				go func() { time.Sleep(100 * time.Millisecond); raw("Content-Length 12\r\n\r\n{}") }()
 			case "lie":
