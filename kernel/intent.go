@@ -114,7 +114,8 @@ func (s *Session) routeIntent(ctx context.Context, nodeID, action string, value 
 		return routeDone, in, refuse(err)
 	}
 	if owner == ui.OwnerAgent {
-		return routeDone, in, s.hostMessage(FromUI, noteText(id, action, value), true)
+		_, err := s.hostMessage(FromUI, noteText(id, action, value), true)
+		return routeDone, in, err
 	}
 	ext, isExt := owner.Ext()
 	if !isExt {

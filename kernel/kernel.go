@@ -92,6 +92,11 @@ type Config struct {
 	// orrery run -p) opens nothing: the clients get a notice naming the
 	// target instead.
 	Opener Opener
+	// SessionLoaded, when set, is called each time a session is loaded
+	// into memory, after it started and before anyone else can use it: the
+	// extension host adds the session's extension tools and starts its
+	// extensions from it. It must not block: start slow work on a goroutine.
+	SessionLoaded func(*Session)
 }
 
 // Kernel hosts sessions. Create it with New, start it with Open, stop it
@@ -300,6 +305,9 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	s.start()
+	if k.cfg.SessionLoaded != nil {
+		k.cfg.SessionLoaded(s)
+	}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()

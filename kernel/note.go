@@ -43,7 +43,7 @@ type Notice struct {
 // Notice levels.
 const (
 	NoticeInfo = "info"
-	NoticeWarn = "warn"
+	NoticeWarn = "warning"
 )
 
 // AppendHostMessage adds a host message from from to the conversation: the
@@ -52,20 +52,21 @@ const (
 // clients draw.
 func (s *Session) AppendHostMessage(ctx context.Context, from, text string, hidden bool) error {
 	var err error
-	if derr := s.do(ctx, func() { err = s.hostMessage(from, text, hidden) }); derr != nil {
+	if derr := s.do(ctx, func() { _, err = s.hostMessage(from, text, hidden) }); derr != nil {
 		return derr
 	}
 	return err
 }
 
-// hostMessage logs a host message. Runs on the actor.
-func (s *Session) hostMessage(from, text string, hidden bool) error {
+// hostMessage logs a host message and returns its id. Runs on the actor.
+func (s *Session) hostMessage(from, text string, hidden bool) (string, error) {
 	s.assertActor()
-	value, err := json.Marshal(HostMessage{ID: newID("host"), From: from, Text: text, Hidden: hidden})
+	id := newID("host")
+	value, err := json.Marshal(HostMessage{ID: id, From: from, Text: text, Hidden: hidden})
 	if err != nil {
-		return fmt.Errorf("encode host message: %w", err)
+		return "", fmt.Errorf("encode host message: %w", err)
 	}
-	return s.emit(s.runID(), &protocol.Custom{Name: HostMessageEvent, Value: value})
+	return id, s.emit(s.runID(), &protocol.Custom{Name: HostMessageEvent, Value: value})
 }
 
 // notice logs a notice for the person. Runs on the actor.

@@ -141,7 +141,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 // that arrives while the loop is finishing sends it round again.
 func (s *Session) loop(r *run) {
 	defer close(r.done)
-	l := &agent.Loop{Provider: r.provider, Tools: s.k.cfg.Tools, ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
+	l := &agent.Loop{Provider: r.provider, Tools: s.runTools(), ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
 		Searchable: searchable(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
 	t := &turn{s: s, r: r}
 	runTurn := func() agent.Result { return l.Run(r.ctx, t) }

@@ -52,8 +52,13 @@ type Session struct {
 	comps       map[string]*instance       // components shown, by node id (rebuilt lazily after a restart)
 	inputs      map[string]*pendingInput   // questions awaiting an answer (input.go)
 
+	// extState holds the extensions' shared state keys ("<owner>/<key>").
+	extState map[string]json.RawMessage
+
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64
+	// ext are the tools extensions add to this session (kernel/extension.go).
+	ext extTools
 }
 
 func newSession(k *Kernel, info store.Session) *Session {
@@ -96,6 +101,7 @@ func (s *Session) load(ctx context.Context) error {
 			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
+		s.applyExtension(ev)
 		if rs, ok := ev.(*protocol.RunStarted); ok {
 			s.runIDs[rs.RunID] = true
 		}
@@ -207,6 +213,7 @@ func (s *Session) emit(runID string, events ...protocol.Event) error {
 			s.snapshotted = true
 		}
 		s.transcript.apply(ev)
+		s.applyExtension(ev)
 		if s.run != nil {
 			s.run.open.apply(ev)
 		}

@@ -1,0 +1,310 @@
+package ext
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/ui"
+)
+
+// Defaults of Config's timings and limits.
+const (
+	// DefaultHeartbeat is how often a running extension is pinged.
+	DefaultHeartbeat = 5 * time.Second
+	// DefaultHeartbeatTimeout is how long a ping may wait for its answer
+	// before the extension counts as hung: with DefaultHeartbeat, a crash
+	// or a hang is noticed within 15 s.
+	DefaultHeartbeatTimeout = 10 * time.Second
+	// DefaultIdle is the quiet spell after which a non-resident extension
+	// parks.
+	DefaultIdle = 5 * time.Minute
+	// DefaultLoadTimeout bounds the ext/load handshake.
+	DefaultLoadTimeout = 30 * time.Second
+	// MaxHeld is how many ui/* calls made during ext/load may wait.
+	MaxHeld = 256
+	// DefaultMaxQueued is how many ordered calls may wait unanswered before
+	// the extension counts as flooding and is stopped.
+	DefaultMaxQueued = 1024
+	// DefaultMaxConcurrent is how many of its other calls may run at once;
+	// more are refused until some finish.
+	DefaultMaxConcurrent = 32
+	// DefaultMaxRestarts is how many restarts in a row the supervisor tries
+	// before it leaves the extension stopped.
+	DefaultMaxRestarts = 5
+)
+
+// Config is what a Host is built from. Every zero field has a default.
+type Config struct {
+	// Extensions are the manifests to run in each session (see Discover).
+	Extensions []*Manifest
+	// Logger receives the host's logs and each extension's stderr.
+	Logger *slog.Logger
+	// LogDir, when set, keeps each extension's stderr in <LogDir>/<name>.log
+	// (what orrery ext logs prints).
+	LogDir string
+	// Heartbeat, HeartbeatTimeout, Idle and LoadTimeout are the timings
+	// above; BackoffMin and BackoffMax bound the supervisor's wait between
+	// restarts (doubling from min).
+	Heartbeat, HeartbeatTimeout, Idle, LoadTimeout time.Duration
+	BackoffMin, BackoffMax                         time.Duration
+	// MaxRestarts, MaxQueued, MaxConcurrent and MaxBody are the limits
+	// above; MaxBody bounds one message (jsonrpc.DefaultMaxBody).
+	MaxRestarts, MaxQueued, MaxConcurrent, MaxBody int
+	// Components draws components; nil draws each as its bound surface.
+	Components Components
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setDur(&c.Heartbeat, DefaultHeartbeat)
+	setDur(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setDur(&c.Idle, DefaultIdle)
+	setDur(&c.LoadTimeout, DefaultLoadTimeout)
+	setDur(&c.BackoffMin, 500*time.Millisecond)
+	setDur(&c.BackoffMax, 30*time.Second)
+	setInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	setInt(&c.MaxRestarts, DefaultMaxRestarts)
+	setInt(&c.MaxQueued, DefaultMaxQueued)
+	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
+	if c.Components == nil {
+		c.Components = &boundComponents{}
+	}
+}
+
+// Host runs extensions: one Instance of each manifest per session. Create
+// it with New, hand SessionLoaded to kernel.Config.SessionLoaded, and stop
+// it with Close.
+type Host struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex // guards instances and closed
+	instances map[string]map[string]*Instance
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// New returns a host with cfg's defaults filled in. It starts nothing.
+func New(cfg Config) *Host {
+	cfg.defaults()
+	return &Host{cfg: cfg, log: cfg.Logger, instances: make(map[string]map[string]*Instance)}
+}
+
+// ErrUnknownExtension means no extension has the name asked for.
+var ErrUnknownExtension = errors.New("ext: unknown extension")
+
+// SessionLoaded starts s's extensions: it adds every extension's declared
+// tools to the session, and starts those that declare placements or
+// subscribe to events, drawing their declared surfaces at once in a
+// loading state. It is kernel.Config.SessionLoaded.
+func (h *Host) SessionLoaded(s *kernel.Session) {
+	h.mu.Lock()
+	if h.closed || h.instances[s.ID()] != nil {
+		h.mu.Unlock()
+		return
+	}
+	set := make(map[string]*Instance, len(h.cfg.Extensions))
+	for _, m := range h.cfg.Extensions {
+		set[m.Extension.Name] = newInstance(h, m, s)
+	}
+	h.instances[s.ID()] = set
+	h.mu.Unlock()
+	ctx := context.Background()
+	var start []*Instance
+	var refused []error
+	for _, name := range sortedKeys(set) {
+		in := set[name]
+		if err := in.declare(ctx); err != nil {
+			in.log.Warn("extension refused", "err", err)
+			refused = append(refused, err)
+			continue
+		}
+		if in.m.StartsWithSession() {
+			start = append(start, in)
+		}
+	}
+	// The rest goes through the session's actor and the processes: not
+	// while the kernel is still loading the session.
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for _, err := range refused {
+			if nerr := s.Notify(ctx, "", "error", err.Error()); nerr != nil {
+				h.log.Warn("notice", "err", nerr)
+			}
+		}
+		for _, in := range start {
+			in.drawLoading(ctx)
+			go in.ensure(ctx)
+		}
+	}()
+}
+
+// instance returns session's instance of name.
+func (h *Host) instance(session, name string) (*Instance, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in := h.instances[session][name]
+	if in == nil {
+		return nil, fmt.Errorf("%w: no extension %q runs in session %s; list them with orrery ext list", ErrUnknownExtension, name, session)
+	}
+	return in, nil
+}
+
+// Status describes one extension in one session.
+type Status struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Runtime  string `json:"runtime"`
+	Session  string `json:"session"`
+	State    string `json:"state"`
+	Resident bool   `json:"resident,omitempty"`
+	Restarts int    `json:"restarts,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	// Error is why it stopped, with the fix.
+	Error string `json:"error,omitempty"`
+}
+
+// The states an Instance is in.
+const (
+	StateIdle     = "idle"     // not started yet: it starts on first need
+	StateStarting = "starting" // started, ext/load not answered yet
+	StateRunning  = "running"
+	StateParked   = "parked"  // a non-resident extension after a quiet spell
+	StateStopped  = "stopped" // crashed, hung or refused; the supervisor may restart it
+	StateFailed   = "failed"  // stopped for good: restart it by hand
+	StateNone     = "none"    // runtime none: there is no process
+)
+
+// List returns the status of every extension in session, or in every
+// session when session is "", sorted by session then name.
+func (h *Host) List(session string) []Status {
+	h.mu.Lock()
+	var all []*Instance
+	for sid, set := range h.instances {
+		if session != "" && sid != session {
+			continue
+		}
+		for _, in := range set {
+			all = append(all, in)
+		}
+	}
+	h.mu.Unlock()
+	out := make([]Status, 0, len(all))
+	for _, in := range all {
+		out = append(out, in.Status())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Session != out[j].Session {
+			return out[i].Session < out[j].Session
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Restart stops session's extension name, if it runs, and starts it again
+// with a fresh restart count: what /ext restart <name> does.
+func (h *Host) Restart(ctx context.Context, session, name string) error {
+	in, err := h.instance(session, name)
+	if err != nil {
+		return err
+	}
+	return in.restart(ctx)
+}
+
+// Unload stops session's extension name and removes its surfaces and
+// tools from the session.
+func (h *Host) Unload(ctx context.Context, session, name string) error {
+	in, err := h.instance(session, name)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	delete(h.instances[session], name)
+	h.mu.Unlock()
+	return in.unload(ctx)
+}
+
+// Intent delivers a committed action on a component owner showed in
+// session: a ui/event notification to the extension, started if it is
+// parked or idle; for a runtime "none" extension, the command of its
+// [provides.actions.<action>]. It is the kernel's route for ui.intent.
+func (h *Host) Intent(ctx context.Context, session string, owner ui.Owner, id, action string, value json.RawMessage) error {
+	name, ok := owner.Ext()
+	if !ok {
+		return &kernel.RequestError{Msg: fmt.Sprintf("%s is not an extension: its actions do not go to the extension host", owner)}
+	}
+	in, err := h.instance(session, name)
+	if err != nil {
+		return &kernel.RequestError{Msg: fmt.Sprintf("extension %s is not loaded in this session: the action cannot reach it; add it with orrery ext add", name)}
+	}
+	return in.intent(ctx, id, action, value)
+}
+
+// Close stops every extension process and waits for them to exit, at most
+// until ctx ends. Surfaces stay in the sessions' logs as they were.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	var all []*Instance
+	for _, set := range h.instances {
+		for _, in := range set {
+			all = append(all, in)
+		}
+	}
+	h.instances = map[string]map[string]*Instance{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, in := range all {
+		wg.Go(func() { in.shutdown() })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close extension host: %w", ctx.Err())
+	}
+}
+
+// logFile opens the extension's log file for appending, or returns nil.
+func (h *Host) logFile(name string) *os.File {
+	if h.cfg.LogDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(h.cfg.LogDir, 0o700); err != nil {
+		h.log.Warn("extension log dir", "err", err)
+		return nil
+	}
+	f, err := os.OpenFile(LogPath(h.cfg.LogDir, name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		h.log.Warn("extension log file", "ext", name, "err", err)
+		return nil
+	}
+	return f
+}
+
+// LogPath is where an extension's stderr is kept under dir.
+func LogPath(dir, name string) string { return filepath.Join(dir, name+".log") }
