@@ -115,6 +115,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /ws", s.handleWS)
+	s.mux.HandleFunc("GET /acp/ws", s.handleOri)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
