@@ -25,6 +25,7 @@ let nextSession = 1;
 
 function wait(ms, signal) {
   return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
     const t = setTimeout(resolve, ms);
     signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); });
   });
@@ -59,15 +60,18 @@ const app = agent({ name: "orrery-test-agent" })
     return {};
   })
   .onNotification("session/cancel", async ({ params }) => {
+    process.stderr.write(`cancel ${params.sessionId}\n`);
     if (flags.has("--ignore-cancel")) return;
     sessions.get(params.sessionId)?.cancel?.();
   })
-  .onRequest("session/prompt", async ({ params, client }) => {
+  .onRequest("session/prompt", async ({ params, client, signal }) => {
     const sessionId = params.sessionId;
     const s = sessions.get(sessionId);
     if (!s) throw new RequestError(-32002, "Resource not found", { sessionId });
     const ac = new AbortController();
     s.cancel = () => ac.abort();
+    if (!flags.has("--ignore-cancel")) signal?.addEventListener("abort", () => ac.abort());
+    process.stderr.write(`prompt ${JSON.stringify(params.prompt[0])}\n`);
     const first = params.prompt.find((b) => b.type === "text")?.text ?? "";
     const scenario = first.split(/\s+/)[0];
     const update = (u) => client.notify("session/update", { sessionId, update: u });
