@@ -79,7 +79,7 @@ type servedSession struct {
 	sess *kernel.Session
 	sub  *kernel.Subscription
 
-	mu      sync.Mutex // guards waiters and asked
+	mu      sync.Mutex                 // guards waiters and asked
 	waiters map[string]json.RawMessage // run id → the session/prompt request waiting for it
 	asked   map[string]json.RawMessage // consent request → our request_permission id
 }
