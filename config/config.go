@@ -47,6 +47,10 @@ type Config struct {
 	// MCP is the [mcp] table: [mcp.servers.<name>], the MCP servers whose
 	// tools the agent may find and call (as mcp.<name>.<tool>).
 	MCP MCPConfig `toml:"mcp"`
+	// Agents are [agents.<name>] tables: external ACP agents (command,
+	// args, env) a session can run instead of the built-in agent, chosen
+	// with --agent NAME or session.new {agent}.
+	Agents map[string]AgentDef `toml:"agents"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -105,6 +109,14 @@ type MCPConfig struct {
 	Servers map[string]mcp.ServerConfig `toml:"servers"`
 	// ConnectTimeout bounds each server's start and handshake.
 	ConnectTimeout Duration `toml:"connect_timeout"`
+}
+
+// AgentDef is one [agents.<name>] table: an ACP agent's command line and
+// the variables added to Orrery's environment for it.
+type AgentDef struct {
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
 }
 
 // AgentConfig is the [agent] table.
@@ -247,7 +259,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -318,6 +330,14 @@ func (c *Config) Validate() error {
 		}
 		if err := srv.Validate(); err != nil {
 			return fmt.Errorf("mcp.servers.%s: %w", name, err)
+		}
+	}
+	for name, a := range c.Agents {
+		switch {
+		case a.Command == "":
+			return fmt.Errorf("agents.%q.command is empty: name the program that speaks ACP on stdio, such as gemini (with args = [\"--acp\"])", name)
+		case name == "" || strings.ContainsAny(name, ": "):
+			return fmt.Errorf("agents.%q: an agent's name has no colon or space, so --agent NAME is never read as acp:COMMAND", name)
 		}
 	}
 	for name, a := range c.Models {

@@ -421,6 +421,7 @@ export interface SessionNew {
   cwd?: string;
   title?: string;
   model?: string;
+  agent?: string;
 }
 
 export interface SessionRead {

@@ -533,3 +533,40 @@ func attachmentName(part protocol.ContentPart) string {
 	_ = json.Unmarshal(part.Metadata, &meta)
 	return meta.Name
 }
+
+// Spec is the model spec of an agent named as --agent or session.new
+// {agent} take it: "acp:COMMAND ARGS…" as is, a name from [agents.<name>]
+// as "agent:NAME".
+func Spec(agentName string) string {
+	if strings.HasPrefix(agentName, "acp:") {
+		return agentName
+	}
+	return "agent:" + agentName
+}
+
+// LastSession returns the agent's session id that the frames record last
+// (SessionEvent) for the agent named name, or "".
+func LastSession(frames [][]byte, name string) string {
+	last := ""
+	for _, data := range frames {
+		if !strings.Contains(string(data), SessionEvent) {
+			continue
+		}
+		ev, err := protocol.DecodeEvent(data)
+		if err != nil {
+			continue
+		}
+		c, ok := ev.(*protocol.Custom)
+		if !ok || c.Name != SessionEvent {
+			continue
+		}
+		var v struct {
+			Agent     string `json:"agent"`
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(c.Value, &v) == nil && v.Agent == name {
+			last = v.SessionID
+		}
+	}
+	return last
+}
