@@ -556,3 +556,78 @@ func TestPromptAttachments(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeAfterRestart: a kernel that restarts on the same log starts a
+// new agent process, which resumes the agent's recorded session with
+// session/load (the agent offers it) instead of opening a new one.
+func TestResumeAfterRestart(t *testing.T) {
+	node := requireNode(t)
+	script, _ := filepath.Abs(testAgentScript)
+	dbPath := filepath.Join(t.TempDir(), "orrery.db")
+	open := func() (*kernel.Kernel, *acp.Agent, func()) {
+		st, err := sqlite.Open(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k *kernel.Kernel
+		a, err := acp.New(acp.Config{Name: "test", Command: node, Args: []string{script, "--load"},
+			Resume: func(ctx context.Context, session string) (string, error) {
+				s, err := k.Session(ctx, session)
+				if err != nil {
+					return "", err
+				}
+				frames, _, err := s.Read(ctx, 0, 0)
+				if err != nil {
+					return "", err
+				}
+				var data [][]byte
+				for _, f := range frames {
+					data = append(data, f.Data)
+				}
+				return acp.LastSession(data, "test"), nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k = kernel.New(kernel.Config{Store: st, DefaultModel: "acp:test", DebugActor: true, Workspace: workspace(t),
+			Models: func(spec string) (agent.Provider, error) { return a, nil }})
+		if err := k.Open(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return k, a, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = k.Close(ctx)
+			_ = a.Close(ctx)
+			st.Close()
+		}
+	}
+	k, _, closeAll := open()
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{k: k, s: s}
+	if got := customs(run(t, e, "text"), acp.SessionEvent); len(got) != 1 {
+		t.Fatalf("first turn recorded %d agent sessions, want 1", len(got))
+	}
+	closeAll()
+
+	k, _, closeAll = open()
+	defer closeAll()
+	s, err = k.Session(context.Background(), s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = &env{k: k, s: s}
+	evs := run(t, e, "text")
+	if _, ok := evs[len(evs)-1].(*protocol.RunFinished); !ok {
+		t.Fatalf("turn after restart: %v", types(evs))
+	}
+	if got := customs(evs, acp.SessionEvent); len(got) != 0 {
+		t.Errorf("turn after restart opened a new agent session %s, want the old one resumed", got)
+	}
+	if got := text(evs); got != "Hello, world." {
+		t.Errorf("text after restart = %q; the replayed history must not leak into the turn", got)
+	}
+}
