@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -371,5 +373,36 @@ func TestOriBuiltInAgent(t *testing.T) {
 	}
 	if agentText(b.seen) == "" {
 		t.Errorf("the built-in agent's text was not projected into agent_message_chunk: %v", msgTypes(b.seen))
+	}
+}
+
+// TestSessionNewAgent: session.new {agent} makes a session that the ACP
+// agent runs; naming a model too is refused.
+func TestSessionNewAgent(t *testing.T) {
+	h := newOriHarness(t, true)
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(h.url+"/control", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	if code, v := post(`{"t":"session.new","id":"1","agent":"acp:test","model":"offline"}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v["error"]), "name one") {
+		t.Errorf("session.new {agent, model} = %d %v, want 400 naming one", code, v)
+	}
+	code, v := post(`{"t":"session.new","id":"2","agent":"acp:test"}`)
+	if code != http.StatusOK {
+		t.Fatalf("session.new {agent} = %d %v", code, v)
+	}
+	b := h.browser(t, v["session"].(string))
+	b.next()
+	b.send(`{"type":"prompt","text":"text"}`)
+	b.until("turn_ended")
+	if got := agentText(b.seen); got != "Hello, world." {
+		t.Errorf("text = %q, want the ACP agent's", got)
 	}
 }

@@ -272,12 +272,11 @@ func (a *Agent) Run(ctx context.Context, in agent.RunInput) agent.Result {
 	}
 	p.setSink(t)
 	defer p.clearSink(t)
-	id, resp, err := p.conn.Start("session/prompt", map[string]any{"sessionId": p.acpSessionID(), "prompt": prompt})
+	_, resp, err := p.conn.Start("session/prompt", map[string]any{"sessionId": p.acpSessionID(), "prompt": prompt})
 	if err != nil {
 		a.drop(p)
 		return agent.Result{Err: a.crashed(p, err)}
 	}
-	_ = id
 	var m *Message
 	select {
 	case m = <-resp:
@@ -286,7 +285,7 @@ func (a *Agent) Run(ctx context.Context, in agent.RunInput) agent.Result {
 		p.cancelPermissions()
 		timer := time.NewTimer(a.cfg.CancelTimeout)
 		select {
-		case m = <-resp:
+		case <-resp:
 			timer.Stop()
 		case <-timer.C:
 			a.log.Warn("acp: the agent did not answer session/cancel in time; killing it", "agent", a.cfg.Name, "session", in.Session, "timeout", a.cfg.CancelTimeout)
@@ -338,7 +337,9 @@ func (a *Agent) drop(p *proc) {
 
 // crashed is the error of a turn whose agent process died.
 func (a *Agent) crashed(p *proc, cause error) error {
-	<-p.exited
+	if !p.waitExit(a.cfg.StopTimeout) {
+		p.kill()
+	}
 	return &agent.Error{
 		Code:    "agent_crashed",
 		Message: fmt.Sprintf("the agent %s stopped during the turn (%v): send the prompt again to start it anew", a.cfg.Name, p.exitError()),

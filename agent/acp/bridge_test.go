@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -630,4 +631,31 @@ func TestResumeAfterRestart(t *testing.T) {
 	if got := text(evs); got != "Hello, world." {
 		t.Errorf("text after restart = %q; the replayed history must not leak into the turn", got)
 	}
+}
+
+// TestSessionNewCarriesCwdAndMCPServers: session/new gets the session's
+// workspace and Orrery's MCP servers in ACP's shape.
+func TestSessionNewCarriesCwdAndMCPServers(t *testing.T) {
+	e := newEnv(t, nil, func(_ *kernel.Config, a *acp.Config) {
+		a.MCPServers = []acp.MCPServer{
+			{Name: "docs", Command: "docs-server", Args: []string{"--root", "/srv"}, Env: []acp.NameVal{{Name: "TOKEN", Value: "t"}}},
+			{Type: "http", Name: "web", URL: "http://127.0.0.1:8931/mcp"},
+		}
+	})
+	got := text(run(t, e, "session"))
+	cwd, _ := os.Getwd()
+	want := `{"cwd":` + strconvQuote(cwd) + `,"mcpServers":[{"name":"docs","command":"docs-server","args":["--root","/srv"],"env":[{"name":"TOKEN","value":"t"}]},{"type":"http","name":"web","url":"http://127.0.0.1:8931/mcp","headers":[]}]}`
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("echo %q: %v", got, err)
+	}
+	_ = json.Unmarshal([]byte(want), &w)
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("session/new params = %s\nwant %s", got, want)
+	}
+}
+
+func strconvQuote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
 }

@@ -13,6 +13,7 @@
 //   big         one 100 KiB chunk
 //   slow        text, then waits for session/cancel
 //   echo        echoes the prompt's blocks as JSON
+//   session     echoes session/new's cwd and mcpServers as JSON
 //
 // Flags: --auth makes session/new fail with -32000; --ignore-cancel ignores
 // session/cancel (the turn never ends); --load advertises session/load.
@@ -155,6 +156,9 @@ const app = agent({ name: "orrery-test-agent" })
           await say("working");
           await wait(30000, ac.signal);
           return { stopReason: ac.signal.aborted ? "cancelled" : "end_turn" };
+        case "session":
+          await say(JSON.stringify({ cwd: s.cwd, mcpServers: s.mcp }));
+          return { stopReason: "end_turn" };
         case "echo":
           await say(JSON.stringify(params.prompt));
           return { stopReason: "end_turn" };
