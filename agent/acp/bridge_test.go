@@ -659,3 +659,21 @@ func strconvQuote(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
 }
+
+// TestCloseStopsStubbornAgent: Close ends an agent that ignores the end of
+// its stdin and SIGTERM, with SIGKILL to its process group.
+func TestCloseStopsStubbornAgent(t *testing.T) {
+	e := newEnv(t, []string{"--stubborn"}, func(_ *kernel.Config, a *acp.Config) { a.StopTimeout = 200 * time.Millisecond })
+	pid := text(run(t, e, "pid"))
+	if _, err := os.Stat("/proc/" + pid); err != nil {
+		t.Fatalf("agent pid %q is not running: %v", pid, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.agent.Close(ctx); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if _, err := os.Stat("/proc/" + pid); !os.IsNotExist(err) {
+		t.Errorf("agent process %s still exists after Close (stat: %v)", pid, err)
+	}
+}

@@ -14,9 +14,11 @@
 //   slow        text, then waits for session/cancel
 //   echo        echoes the prompt's blocks as JSON
 //   session     echoes session/new's cwd and mcpServers as JSON
+//   pid         says the agent's process id
 //
 // Flags: --auth makes session/new fail with -32000; --ignore-cancel ignores
-// session/cancel (the turn never ends); --load advertises session/load.
+// session/cancel (the turn never ends); --load advertises session/load;
+// --stubborn ignores SIGTERM and the end of stdin, so only SIGKILL ends it.
 import { agent, ndJsonStream, RequestError } from "@agentclientprotocol/sdk";
 import { Readable, Writable } from "node:stream";
 
@@ -159,6 +161,9 @@ const app = agent({ name: "orrery-test-agent" })
         case "session":
           await say(JSON.stringify({ cwd: s.cwd, mcpServers: s.mcp }));
           return { stopReason: "end_turn" };
+        case "pid":
+          await say(String(process.pid));
+          return { stopReason: "end_turn" };
         case "echo":
           await say(JSON.stringify(params.prompt));
           return { stopReason: "end_turn" };
@@ -171,5 +176,9 @@ const app = agent({ name: "orrery-test-agent" })
     }
   });
 
+if (flags.has("--stubborn")) {
+  process.on("SIGTERM", () => process.stderr.write("ignoring SIGTERM\n"));
+  setInterval(() => {}, 1000);
+}
 app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
 process.stderr.write("test agent ready\n");
