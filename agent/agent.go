@@ -54,6 +54,9 @@ type Usage struct {
 	OutputTokens      int64
 	CachedInputTokens int64
 	ReasoningTokens   int64
+	// ReportedMicroUSD is a cost the agent reported itself (an external
+	// agent that prices its own calls), added to the priced cost.
+	ReportedMicroUSD int64
 }
 
 // Add returns u plus v.
@@ -63,6 +66,7 @@ func (u Usage) Add(v Usage) Usage {
 		OutputTokens:      u.OutputTokens + v.OutputTokens,
 		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
 		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
+		ReportedMicroUSD:  u.ReportedMicroUSD + v.ReportedMicroUSD,
 	}
 }
 
@@ -93,6 +97,8 @@ type Runner interface {
 
 // RunInput is what a Runner gets for one turn.
 type RunInput struct {
+	// Session is the id of the session the turn belongs to.
+	Session   string
 	Turn      Turn
 	Gate      Gate
 	Workspace tool.Workspace
@@ -139,6 +145,59 @@ type Gate interface {
 	Check(ctx context.Context, call GateCall) (Verdict, error)
 }
 
+// PermissionAsker is a Gate that can also put a permission question with
+// the caller's own options, such as an external agent's permission
+// request. The kernel's gate implements it.
+type PermissionAsker interface {
+	// Ask applies the consent rules to q and, when they ask, places the
+	// question for clients that draw consent and waits for the first valid
+	// answer, the timeout or ctx's end. It returns ctx's error when ctx
+	// ends first (the run was cancelled or the question withdrawn); the
+	// question is then withdrawn from every client.
+	AskPermission(ctx context.Context, q Permission) (PermissionAnswer, error)
+}
+
+// Permission is a permission question with the asker's own options.
+type Permission struct {
+	// ToolCallID is the tool call the question is about.
+	ToolCallID string
+	// Tool and Subject are what the [permissions] rules match.
+	Tool    string
+	Subject string
+	// PathSubject and ReadOnly are as in consent.Call.
+	PathSubject bool
+	ReadOnly    bool
+	// Title is what the person reads, such as "Edit notes.txt".
+	Title string
+	// Args are the call's arguments as the asker has them.
+	Args json.RawMessage
+	// Options are the answers offered; at least one.
+	Options []PermissionOption
+	// Raw is the asker's own request (an ACP RequestPermissionRequest),
+	// kept in orrery.consent.requested as source.
+	Raw json.RawMessage
+}
+
+// PermissionOption is one answer a Permission offers.
+type PermissionOption struct {
+	ID    string
+	Label string
+	// Allow says choosing it lets the call run.
+	Allow bool
+}
+
+// PermissionAnswer is how a Permission was answered.
+type PermissionAnswer struct {
+	// Option is the option a person chose; "" when the rules decided, or
+	// nobody could be asked or answered in time.
+	Option string
+	// Allow, when Option is "", is whether the rules allow the call; false
+	// also when nobody could answer (fail closed).
+	Allow bool
+	// Rule names what decided.
+	Rule string
+}
+
 // GateCall is a tool call at the gate.
 type GateCall struct {
 	// ID is the tool call's id.
@@ -167,6 +226,10 @@ type Result struct {
 	Pending []string
 	// Err is the failure that ended the loop, if any.
 	Err error
+	// Cancelled says the agent itself ended the turn as cancelled (an
+	// external agent's stop reason): the run finishes with outcome
+	// cancelled.
+	Cancelled bool
 }
 
 // argsOrEmpty returns a tool call's argument text as JSON, "{}" when empty.

@@ -27,12 +27,12 @@ func (t PriceTable) Lookup(provider, model string) (Price, bool) {
 func (t PriceTable) Cost(provider, model string, u Usage) int64 {
 	p, ok := t.Lookup(provider, model)
 	if !ok {
-		return 0
+		return u.ReportedMicroUSD
 	}
 	cached := min(max(u.CachedInputTokens, 0), u.InputTokens)
 	fresh := u.InputTokens - cached
 	total := fresh*p.Input + cached*p.CachedInput + u.OutputTokens*p.Output
-	return total / 1_000_000
+	return total/1_000_000 + u.ReportedMicroUSD
 }
 
 // Merge returns t with every entry of over added or replaced.

@@ -49,6 +49,10 @@ type Config struct {
 	MCP MCPConfig `toml:"mcp"`
 	// Limits is the [limits] table: what a component may hold.
 	Limits LimitsConfig `toml:"limits"`
+	// Agents are [agents.<name>] tables: external ACP agents (command,
+	// args, env) a session can run instead of the built-in agent, chosen
+	// with --agent NAME or session.new {agent}.
+	Agents map[string]AgentDef `toml:"agents"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -119,6 +123,14 @@ type LimitsConfig struct {
 	// DataUpdatesPerSec is how many data updates a second a component
 	// publishes; faster ones are coalesced, the last value winning.
 	DataUpdatesPerSec float64 `toml:"dataUpdatesPerSec"`
+}
+
+// AgentDef is one [agents.<name>] table: an ACP agent's command line and
+// the variables added to Orrery's environment for it.
+type AgentDef struct {
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
 }
 
 // AgentConfig is the [agent] table.
@@ -261,7 +273,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -338,6 +350,14 @@ func (c *Config) Validate() error {
 		}
 		if err := srv.Validate(); err != nil {
 			return fmt.Errorf("mcp.servers.%s: %w", name, err)
+		}
+	}
+	for name, a := range c.Agents {
+		switch {
+		case a.Command == "":
+			return fmt.Errorf("agents.%q.command is empty: name the program that speaks ACP on stdio, such as gemini (with args = [\"--acp\"])", name)
+		case name == "" || strings.ContainsAny(name, ": "):
+			return fmt.Errorf("agents.%q: an agent's name has no colon or space, so --agent NAME is never read as acp:COMMAND", name)
 		}
 	}
 	for name, a := range c.Models {

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,6 +62,9 @@ type ConsentRequested struct {
 	Options []ConsentOption `json:"options"`
 	// Node is the placed question, placed:host:consent.
 	Node string `json:"node"`
+	// Source is the asker's own request when an external agent asked
+	// with its own options (an ACP RequestPermissionRequest).
+	Source json.RawMessage `json:"source,omitempty"`
 }
 
 // ConsentResolved is the value of orrery.consent.resolved.
@@ -90,6 +94,11 @@ type pendingConsent struct {
 	tool    string
 	options []ConsentOption
 	answer  chan agent.Verdict // buffered: resolve sends exactly once
+	// allows, for a question with the asker's own options (Ask), says
+	// which options let the call run; nil for the gate's own options.
+	allows map[string]bool
+	// chosen is the option answered, set before answer is sent.
+	chosen string
 }
 
 // gate is the kernel's consent gate for one run.
@@ -98,7 +107,10 @@ type gate struct {
 	r *run
 }
 
-var _ agent.Gate = (*gate)(nil)
+var (
+	_ agent.Gate  = (*gate)(nil)
+	_ agent.PermissionAsker = (*gate)(nil)
+)
 
 // Check decides a call by the rules; an ask waits for a person's answer,
 // the timeout, or the run's end.
@@ -112,6 +124,12 @@ func (g *gate) Check(ctx context.Context, call agent.GateCall) (agent.Verdict, e
 	if err != nil || p == nil {
 		return v, err
 	}
+	return g.wait(ctx, p)
+}
+
+// wait waits for p's answer, its timeout (a deny) or ctx's end (the run
+// ended, or the asker withdrew the question), whichever is first.
+func (g *gate) wait(ctx context.Context, p *pendingConsent) (agent.Verdict, error) {
 	timeout := g.s.k.cfg.ConsentTimeout
 	if timeout <= 0 {
 		timeout = DefaultConsentTimeout
@@ -126,10 +144,75 @@ func (g *gate) Check(ctx context.Context, call agent.GateCall) (agent.Verdict, e
 		return <-p.answer, nil
 	case <-ctx.Done():
 		// The run ended: endRun resolved the request as cancelled, or the
-		// session is closing.
+		// session is closing, or the asker withdrew its question.
 		_ = g.s.do(context.WithoutCancel(ctx), func() { g.s.resolveConsent(p, ConsentCancelled, "", Caller{}) })
 		return agent.Verdict{}, ctx.Err()
 	}
+}
+
+// Ask decides a question with the asker's own options by the rules; an ask
+// places it with those options and waits like Check. The answer names the
+// option a person chose.
+func (g *gate) AskPermission(ctx context.Context, q agent.Permission) (agent.PermissionAnswer, error) {
+	if len(q.Options) == 0 {
+		return agent.PermissionAnswer{}, errors.New("consent question has no options: offer at least one")
+	}
+	var a agent.PermissionAnswer
+	var p *pendingConsent
+	var err error
+	if derr := g.s.do(ctx, func() { a, p, err = g.s.decideAsk(g.r, q) }); derr != nil {
+		return agent.PermissionAnswer{}, derr
+	}
+	if err != nil || p == nil {
+		return a, err
+	}
+	v, err := g.wait(ctx, p)
+	if err != nil {
+		return agent.PermissionAnswer{}, err
+	}
+	return agent.PermissionAnswer{Option: p.chosen, Allow: v.Allow, Rule: v.Rule}, nil
+}
+
+// decideAsk applies the rules to a question with its own options; for an
+// ask it places the question. Runs on the actor.
+func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer, *pendingConsent, error) {
+	s.assertActor()
+	if s.run != r {
+		return agent.PermissionAnswer{}, nil, agent.ErrStopped
+	}
+	v := s.k.cfg.Consent.Decide(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject, ReadOnly: q.ReadOnly})
+	switch v.Decision {
+	case consent.Allow:
+		return agent.PermissionAnswer{Allow: true, Rule: v.Rule}, nil, nil
+	case consent.Deny:
+		return agent.PermissionAnswer{Rule: v.Rule}, nil, nil
+	}
+	if s.k.cfg.AutoApprove {
+		return agent.PermissionAnswer{Allow: true, Rule: "--yes: every call that would be asked about is allowed"}, nil, nil
+	}
+	if s.consenters.Load() == 0 {
+		return agent.PermissionAnswer{Rule: v.Rule + "; no client that draws consent is attached, so the answer is deny"}, nil, nil
+	}
+	p := &pendingConsent{id: newID("consent"), tool: q.Tool, answer: make(chan agent.Verdict, 1), allows: make(map[string]bool)}
+	for _, o := range q.Options {
+		p.options = append(p.options, ConsentOption{ID: o.ID, Label: o.Label})
+		p.allows[o.ID] = o.Allow
+	}
+	title := q.Title
+	if title == "" {
+		title = describeCall(q.Tool, q.Subject)
+	}
+	args := q.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if err := s.placeConsent(p, consentQuestion{
+		prompt: "Allow " + title + "?", rule: v.Rule,
+		req: ConsentRequested{ToolCallID: q.ToolCallID, Tool: q.Tool, Subject: q.Subject, Args: args, Rule: v.Rule, Source: q.Raw},
+	}); err != nil {
+		return agent.PermissionAnswer{}, nil, err
+	}
+	return agent.PermissionAnswer{}, p, nil
 }
 
 // subject returns what rules match for a call: a file tool's path resolved
@@ -191,41 +274,61 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 		},
 		answer: make(chan agent.Verdict, 1),
 	}
+	if err := s.placeConsent(p, consentQuestion{
+		prompt: "Allow " + describeCall(spec.Name, sub) + "?", rule: v.Rule,
+		req: ConsentRequested{ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args, Rule: v.Rule},
+	}); err != nil {
+		return agent.Verdict{}, nil, err
+	}
+	return agent.Verdict{}, p, nil
+}
+
+// consentQuestion is what placeConsent asks: the prompt, the rule that
+// asks, and the request's fields other than its id, options and node.
+type consentQuestion struct {
+	prompt, rule string
+	req          ConsentRequested
+}
+
+// placeConsent places p's question for clients that draw consent, tells
+// them with orrery.consent.requested and records p as pending. Runs on the
+// actor.
+func (s *Session) placeConsent(p *pendingConsent, q consentQuestion) error {
 	choices := make([]map[string]string, len(p.options))
 	for i, o := range p.options {
 		choices[i] = map[string]string{"label": o.Label, "value": o.ID}
 	}
 	surface, err := json.Marshal(map[string]any{"kind": map[string]any{
 		"t":       "question",
-		"prompt":  "Allow " + describeCall(spec.Name, sub) + "?",
-		"detail":  "Asked because of " + v.Rule + ". Arguments: " + string(call.Args),
+		"prompt":  q.prompt,
+		"detail":  "Asked because of " + q.rule + ". Arguments: " + string(q.req.Args),
 		"choices": choices,
 	}})
 	if err != nil {
-		return agent.Verdict{}, nil, fmt.Errorf("encode consent question: %w", err)
+		return fmt.Errorf("encode consent question: %w", err)
 	}
 	text, err := ui.Text(surface)
 	if err != nil {
-		return agent.Verdict{}, nil, fmt.Errorf("consent question: %w", err)
+		return fmt.Errorf("consent question: %w", err)
 	}
 	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text); err != nil {
-		return agent.Verdict{}, nil, err
+		return err
 	}
-	req, err := json.Marshal(ConsentRequested{
-		Request: p.id, ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args,
-		Rule: v.Rule, Options: p.options, Node: ui.NodeID(ui.OwnerHost, consentID),
-	})
+	q.req.Request = p.id
+	q.req.Options = p.options
+	q.req.Node = ui.NodeID(ui.OwnerHost, consentID)
+	req, err := json.Marshal(q.req)
 	if err != nil {
-		return agent.Verdict{}, nil, fmt.Errorf("encode consent request: %w", err)
+		return fmt.Errorf("encode consent request: %w", err)
 	}
 	if err := s.emit(s.runID(), &protocol.Custom{Name: ConsentRequestedEvent, Value: req}); err != nil {
-		return agent.Verdict{}, nil, err
+		return err
 	}
 	if s.consents == nil {
 		s.consents = make(map[string]*pendingConsent)
 	}
 	s.consents[p.id] = p
-	return agent.Verdict{}, p, nil
+	return nil
 }
 
 func describeCall(name, subject string) string {
@@ -253,7 +356,9 @@ func (s *Session) resolveConsent(p *pendingConsent, outcome, option string, by C
 	switch outcome {
 	case ConsentAllowed:
 		v = agent.Verdict{Allow: true, Rule: "allowed once by " + who}
-		if option == ConsentAllowSession {
+		if p.allows != nil {
+			v.Rule = "allowed by " + who
+		} else if option == ConsentAllowSession {
 			v.Rule = "allowed for this session by " + who
 			if s.grants == nil {
 				s.grants = make(map[string]string)
@@ -279,6 +384,7 @@ func (s *Session) resolveConsent(p *pendingConsent, outcome, option string, by C
 	if err := s.emit(s.runID(), evs...); err != nil {
 		s.k.log.Error("resolve consent", "session", s.id, "request", p.id, "err", err)
 	}
+	p.chosen = option
 	p.answer <- v
 }
 
@@ -313,7 +419,7 @@ func (s *Session) AnswerConsent(ctx context.Context, by Caller, request, option 
 			return
 		}
 		outcome := ConsentAllowed
-		if option == ConsentDeny {
+		if option == ConsentDeny && p.allows == nil || p.allows != nil && !p.allows[option] {
 			outcome = ConsentDenied
 		}
 		s.resolveConsent(p, outcome, option, by)

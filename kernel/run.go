@@ -147,7 +147,7 @@ func (s *Session) loop(r *run) {
 	runTurn := func() agent.Result { return l.Run(r.ctx, t) }
 	if rn, ok := r.provider.(agent.Runner); ok {
 		runTurn = func() agent.Result {
-			return rn.Run(r.ctx, agent.RunInput{Turn: t, Gate: l.Gate, Workspace: l.Workspace, ClientTools: r.clientTools})
+			return rn.Run(r.ctx, agent.RunInput{Session: s.id, Turn: t, Gate: l.Gate, Workspace: l.Workspace, ClientTools: r.clientTools})
 		}
 	}
 	for {
@@ -181,6 +181,8 @@ func (s *Session) finishRun(r *run, res agent.Result) bool {
 			code, msg = ae.Code, ae.Message
 		}
 		s.endRun(r, errorTerminal(code, msg))
+	case res.Cancelled:
+		s.endRun(r, &protocol.RunFinished{ThreadID: s.id, RunID: r.id, Outcome: &protocol.Outcome{Type: protocol.OutcomeCancelled}})
 	default:
 		outcome := &protocol.Outcome{Type: protocol.OutcomeSuccess, PendingToolCallIDs: res.Pending}
 		s.endRun(r, &protocol.RunFinished{ThreadID: s.id, RunID: r.id, Outcome: outcome})

@@ -422,6 +422,7 @@ export interface SessionNew {
   cwd?: string;
   title?: string;
   model?: string;
+  agent?: string;
 }
 
 export interface SessionRead {

@@ -30,6 +30,9 @@ type SessionNew struct {
 	Cwd   string `json:"cwd,omitempty"`
 	Title string `json:"title,omitempty"`
 	Model string `json:"model,omitempty"`
+	// Agent names an external ACP agent to run the session: a name from
+	// [agents.<name>], or "acp:COMMAND ARGS…".
+	Agent string `json:"agent,omitempty"`
 }
 
 // SessionNewReply is the value of a SessionNew reply.

@@ -10,6 +10,11 @@ if [ ! -d interop/node_modules ] || [ interop/package-lock.json -nt interop/node
   (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+echo "== npm packages for the ACP test agent and editor"
+if [ ! -d agent/acp/testdata/agent/node_modules ] || [ agent/acp/testdata/agent/package-lock.json -nt agent/acp/testdata/agent/node_modules ]; then
+  npm ci --prefix agent/acp/testdata/agent --no-audit --no-fund --loglevel=error
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/node_modules/*'))
 if [ -n "$unformatted" ]; then

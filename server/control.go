@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/ui"
@@ -60,7 +61,14 @@ func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, er
 func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Request) (any, error) {
 	switch q := req.(type) {
 	case *protocol.SessionNew:
-		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: q.Model, Cwd: q.Cwd})
+		model := q.Model
+		if q.Agent != "" {
+			if q.Model != "" {
+				return nil, &kernel.RequestError{Msg: "session.new names both a model and an agent: name one (an agent runs its own model)"}
+			}
+			model = acp.Spec(q.Agent)
+		}
+		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: model, Cwd: q.Cwd})
 		if err != nil {
 			return nil, err
 		}

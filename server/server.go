@@ -120,6 +120,7 @@ func New(cfg Config) *Server {
 	page := web.New()
 	s.mux.Handle("GET /{$}", page)
 	s.mux.Handle("GET /assets/", page)
+	s.mux.HandleFunc("GET /acp/ws", s.handleOri)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/kernel"
@@ -23,6 +25,7 @@ type commonFlags struct {
 	configPath string
 	data       string
 	model      string
+	agent      string
 	// modelWhy says why the model was chosen, when config named none.
 	modelWhy string
 }
@@ -32,6 +35,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, withModel bool) {
 	fs.StringVar(&c.data, "data", "", "data directory (default $ORRERY_DATA, then "+config.DefaultDataDir()+")")
 	if withModel {
 		fs.StringVar(&c.model, "model", "", "model: offline, openai:NAME, anthropic:NAME, an alias from [models], or script:PATH (default agent.model, $ORRERY_MODEL, then by the key set: ANTHROPIC_API_KEY, OPENAI_API_KEY, else offline)")
+		fs.StringVar(&c.agent, "agent", "", "run sessions with an external ACP agent instead of the built-in one: a NAME from [agents.<name>], or 'acp:COMMAND ARGS…'")
 	}
 }
 
@@ -47,6 +51,15 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	if c.model != "" {
 		cfg.Agent.Model = c.model
 	}
+	if c.agent != "" {
+		if c.model != "" {
+			return cfg, &usageError{msg: "--model and --agent both name who answers: give one (an ACP agent runs its own model)"}
+		}
+		if _, ok := cfg.Agents[c.agent]; !ok && !strings.HasPrefix(c.agent, "acp:") {
+			return cfg, &usageError{msg: fmt.Sprintf("--agent %q names no [agents.%s] in the config: add that table (command, args, env), or use --agent 'acp:COMMAND ARGS…'", c.agent, c.agent)}
+		}
+		cfg.Agent.Model = acp.Spec(c.agent)
+	}
 	if cfg.Agent.Model == "" {
 		cfg.Agent.Model, c.modelWhy = models.Auto(e.getenv)
 	}
@@ -58,6 +71,7 @@ type embedded struct {
 	store  *sqlite.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
+	agents *acpAgents
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
@@ -68,7 +82,8 @@ type embedded struct {
 // fails to start is reported and left out.
 func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withMCP bool, opts ...func(*kernel.Config)) (*embedded, error) {
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
-	if _, err := resolver.Resolve(cfg.Agent.Model); err != nil {
+	agents := newACPAgents(cfg, log, resolver.Resolve)
+	if _, err := agents.resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
 	st, err := sqlite.Open(cfg.DBPath())
@@ -82,7 +97,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	}
 	kc := kernel.Config{
 		Store:          st,
-		Models:         resolver.Resolve,
+		Models:         agents.resolve,
 		DefaultModel:   cfg.Agent.Model,
 		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
 		Prices:         agent.DefaultPrices.Merge(cfg.Prices),
@@ -109,16 +124,17 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		o(&kc)
 	}
 	k := kernel.New(kc)
+	agents.setKernel(k)
 	if err := k.Open(ctx); err != nil {
 		servers.Close()
 		st.Close()
 		return nil, err
 	}
-	return &embedded{store: st, kernel: k, mcp: servers}, nil
+	return &embedded{store: st, kernel: k, mcp: servers, agents: agents}, nil
 }
 
 func (e *embedded) Close(ctx context.Context) error {
-	return errors.Join(e.kernel.Close(ctx), e.mcp.Close(), e.store.Close())
+	return errors.Join(e.kernel.Close(ctx), e.agents.Close(ctx), e.mcp.Close(), e.store.Close())
 }
 
 func newLogger(e *env, level slog.Level) *slog.Logger {

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/getorrery/orrery/agent/acp"
+)
+
+// acpCmd is `orrery acp`: Orrery's agent as an ACP agent on stdio, for
+// editors that speak the Agent Client Protocol (Zed and others). Its
+// sessions live in the data dir like any other; stdout carries only ACP.
+type acpCmd struct {
+	env    *env
+	common commonFlags
+}
+
+func (c *acpCmd) Synopsis() string {
+	return "be an ACP agent on stdio for editors (Zed …): Orrery's agent, tools and MCP servers"
+}
+
+func (c *acpCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet(c.env, "acp", "acp [--model NAME | --agent NAME] [--data DIR] [--config FILE]")
+	c.common.register(fs, true)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := c.common.load(c.env)
+	if err != nil {
+		return err
+	}
+	log := newLogger(c.env, slog.LevelWarn)
+	k, err := openKernel(ctx, c.env, cfg, log, true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := k.Close(closeCtx); err != nil {
+			log.Error("close kernel", "err", err)
+		}
+	}()
+	return acp.Serve(ctx, c.env.stdin, c.env.stdout, acp.ServeConfig{Kernel: k.kernel, Logger: log})
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/acp"
+	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool/mcp"
+)
+
+// acpAgents resolves the model specs of external ACP agents ("agent:NAME"
+// from [agents.<name>], "acp:COMMAND ARGS…") into one acp.Agent per spec,
+// and passes every other spec on. Close stops their processes.
+type acpAgents struct {
+	defs map[string]config.AgentDef
+	mcp  []acp.MCPServer
+	log  *slog.Logger
+	next func(string) (agent.Provider, error)
+
+	mu     sync.Mutex // guards k and agents
+	k      *kernel.Kernel
+	agents map[string]*acp.Agent
+}
+
+func newACPAgents(cfg config.Config, log *slog.Logger, next func(string) (agent.Provider, error)) *acpAgents {
+	return &acpAgents{defs: cfg.Agents, mcp: acpMCPServers(cfg.MCP.Servers), log: log, next: next, agents: make(map[string]*acp.Agent)}
+}
+
+// resolve is the kernel's Models function.
+func (a *acpAgents) resolve(spec string) (agent.Provider, error) {
+	var cfg acp.Config
+	switch {
+	case strings.HasPrefix(spec, "agent:"):
+		name := strings.TrimPrefix(spec, "agent:")
+		def, ok := a.defs[name]
+		if !ok {
+			return nil, fmt.Errorf("no agent %q is configured: add [agents.%s] with command (and args, env) to the config, or use --agent 'acp:COMMAND ARGS…'; configured: %s", name, name, a.names())
+		}
+		cfg = acp.Config{Name: name, Command: def.Command, Args: def.Args, Env: envList(def.Env)}
+	case strings.HasPrefix(spec, "acp:"):
+		fields := strings.Fields(strings.TrimPrefix(spec, "acp:"))
+		if len(fields) == 0 {
+			return nil, errors.New("acp: names no command: write acp:COMMAND ARGS…, such as 'acp:gemini --acp'")
+		}
+		cfg = acp.Config{Name: strings.Join(fields, " "), Command: fields[0], Args: fields[1:]}
+	default:
+		return a.next(spec)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ag, ok := a.agents[spec]; ok {
+		return ag, nil
+	}
+	cfg.MCPServers = a.mcp
+	cfg.Logger = a.log
+	cfg.Outside = a.append
+	cfg.Resume = a.resume(cfg.Name)
+	ag, err := acp.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.agents[spec] = ag
+	return ag, nil
+}
+
+func (a *acpAgents) names() string {
+	if len(a.defs) == 0 {
+		return "none"
+	}
+	names := slices.Sorted(maps.Keys(a.defs))
+	return strings.Join(names, ", ")
+}
+
+// setKernel gives the agents the kernel their sessions live in.
+func (a *acpAgents) setKernel(k *kernel.Kernel) {
+	a.mu.Lock()
+	a.k = k
+	a.mu.Unlock()
+}
+
+func (a *acpAgents) kernel() (*kernel.Kernel, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.k == nil {
+		return nil, errors.New("the kernel is not open yet")
+	}
+	return a.k, nil
+}
+
+// append logs an agent's update that arrived outside any turn.
+func (a *acpAgents) append(ctx context.Context, session string, evs ...protocol.Event) error {
+	k, err := a.kernel()
+	if err != nil {
+		return err
+	}
+	s, err := k.Session(ctx, session)
+	if err != nil {
+		return err
+	}
+	return s.Append(ctx, evs...)
+}
+
+// resume finds the agent session the log records for an Orrery session.
+func (a *acpAgents) resume(name string) func(ctx context.Context, session string) (string, error) {
+	return func(ctx context.Context, session string) (string, error) {
+		k, err := a.kernel()
+		if err != nil {
+			return "", err
+		}
+		s, err := k.Session(ctx, session)
+		if err != nil {
+			return "", err
+		}
+		var frames [][]byte
+		for since := uint64(0); ; {
+			page, head, err := s.Read(ctx, since, 1000)
+			if err != nil {
+				return "", err
+			}
+			for _, f := range page {
+				frames = append(frames, f.Data)
+				since = f.Seq
+			}
+			if len(page) == 0 || since >= head {
+				break
+			}
+		}
+		return acp.LastSession(frames, name), nil
+	}
+}
+
+// Close stops every agent process.
+func (a *acpAgents) Close(ctx context.Context) error {
+	a.mu.Lock()
+	agents := slices.Collect(maps.Values(a.agents))
+	a.mu.Unlock()
+	var errs []error
+	for _, ag := range agents {
+		errs = append(errs, ag.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// acpMCPServers are Orrery's [mcp.servers] as ACP's session/new takes them.
+func acpMCPServers(servers map[string]mcp.ServerConfig) []acp.MCPServer {
+	out := make([]acp.MCPServer, 0, len(servers))
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		srv := servers[name]
+		if srv.URL != "" {
+			var headers []acp.NameVal
+			for _, k := range slices.Sorted(maps.Keys(srv.Headers)) {
+				headers = append(headers, acp.NameVal{Name: k, Value: srv.Headers[k]})
+			}
+			out = append(out, acp.MCPServer{Type: "http", Name: name, URL: srv.URL, Headers: headers})
+			continue
+		}
+		var env []acp.NameVal
+		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
+			env = append(env, acp.NameVal{Name: k, Value: srv.Env[k]})
+		}
+		out = append(out, acp.MCPServer{Name: name, Command: srv.Command, Args: srv.Args, Env: env})
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testAgent returns the command line of the ACP test agent, skipping when
+// node or its packages are missing (unless ORRERY_REQUIRE_NODE is set).
+func testAgent(t *testing.T) (string, string) {
+	t.Helper()
+	script, _ := filepath.Abs("../../agent/acp/testdata/agent/agent.mjs")
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(filepath.Dir(script), "node_modules/@agentclientprotocol/sdk/package.json"))
+	}
+	if err != nil {
+		if os.Getenv("ORRERY_REQUIRE_NODE") != "" {
+			t.Fatalf("node and the ACP test agent are required: %v; run npm ci --prefix agent/acp/testdata/agent", err)
+		}
+		t.Skipf("node or the ACP test agent is missing (%v): run npm ci --prefix agent/acp/testdata/agent", err)
+	}
+	return node, script
+}
+
+func TestRunWithAgent(t *testing.T) {
+	node, script := testAgent(t)
+	tests := []struct {
+		name     string
+		config   string
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{"acp:COMMAND", "", []string{"--agent", "acp:" + node + " " + script}, 0, "Hello, world.", ""},
+		{"a configured agent", "[agents.test]\ncommand = " + quote(node) + "\nargs = [" + quote(script) + "]\n", []string{"--agent", "test"}, 0, "Hello, world.", ""},
+		{"an agent that is not configured", "", []string{"--agent", "nope"}, exitUsage, "", "names no [agents.nope]"},
+		{"both --model and --agent", "", []string{"--agent", "acp:x", "--model", "offline"}, exitUsage, "", "give one"},
+		{"auth required", "", []string{"--agent", "acp:" + node + " " + script + " --auth"}, exitRunFailed, "", "log in"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			cfg := filepath.Join(dir, "orrery.toml")
+			if err := os.WriteFile(cfg, []byte(tt.config), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr strings.Builder
+			e := &env{stdout: &stdout, stderr: &stderr, stdin: strings.NewReader(""), getenv: func(string) string { return "" }}
+			args := append([]string{"run", "--data", filepath.Join(dir, ".data"), "--config", cfg}, tt.args...)
+			code := run(context.Background(), e, append(args, "-p", "text please"))
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantOut) {
+				t.Errorf("stdout = %q, want %q", stdout.String(), tt.wantOut)
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func quote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
+}
+
+// TestACPCommand drives orrery acp over its stdin and stdout: initialize,
+// session/new and a prompt answered by the offline model.
+func TestACPCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr strings.Builder
+	e := &env{stdout: outW, stderr: &stderr, stdin: inR, getenv: func(string) string { return "" }}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), e, []string{"acp", "--data", filepath.Join(dir, ".data"), "--config", filepath.Join(dir, "none.toml"), "--model", "offline"})
+		outW.Close()
+	}()
+	lines := bufio.NewReader(outR)
+	read := func() map[string]any {
+		t.Helper()
+		type result struct {
+			m   map[string]any
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			line, err := lines.ReadBytes('\n')
+			var m map[string]any
+			if err == nil {
+				err = json.Unmarshal(line, &m)
+			}
+			ch <- result{m, err}
+		}()
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatalf("read: %v; stderr %s", r.err, stderr.String())
+			}
+			return r.m
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no message from orrery acp; stderr %s", stderr.String())
+			return nil
+		}
+	}
+	write := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":"a","method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	if m := read(); m["id"] != "a" || m["error"] == nil {
+		t.Errorf("session/new before initialize = %v, want an error for id \"a\"", m)
+	}
+	write(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	if m := read(); m["result"].(map[string]any)["protocolVersion"] != float64(1) {
+		t.Fatalf("initialize = %v", m)
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":` + quote(dir) + `,"mcpServers":[]}}`)
+	sid := read()["result"].(map[string]any)["sessionId"].(string)
+	write(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"hello"}]}}`)
+	var text strings.Builder
+	for {
+		m := read()
+		if m["id"] == float64(2) {
+			if m["result"].(map[string]any)["stopReason"] != "end_turn" {
+				t.Errorf("prompt result = %v", m)
+			}
+			break
+		}
+		if u, ok := m["params"].(map[string]any)["update"].(map[string]any); ok && u["sessionUpdate"] == "agent_message_chunk" {
+			text.WriteString(u["content"].(map[string]any)["text"].(string))
+		}
+	}
+	if text.Len() == 0 {
+		t.Errorf("no agent_message_chunk before the prompt's result")
+	}
+	inW.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("orrery acp exit %d; stderr %s", code, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("orrery acp did not exit when its stdin closed")
+	}
+}
