@@ -70,7 +70,8 @@ func ComputeLayout(w int, haveLeft, haveRight bool) Layout {
 }
 
 // box draws lines inside a frame w cells wide and h rows high (h ≥ 2): the
-// title and the owner label on the top edge, content clipped inside. A
+// title and the owner label on the top edge, content (w-4 cells wide, one
+// space in from each side) clipped inside. A
 // focused box has a heavy frame; a dimmed one is faint. Content never
 // reaches the frame's column, so nothing a surface draws can pass for the
 // host's own prompts, which are not framed this way.
@@ -99,7 +100,7 @@ func box(title, owner string, content []string, w, h int, focused, dim bool) []s
 		if dim {
 			c = styleDim.Render(Sanitize(c))
 		}
-		out = append(out, vt+fit(c, inner)+vt)
+		out = append(out, vt+" "+fit(c, inner-2)+" "+vt)
 	}
 	return append(out, bl+strings.Repeat(hz, inner)+br)
 }

@@ -95,7 +95,7 @@ type Model struct {
 	applyDue   bool
 	// OnDraw, when set, is called after each draw with the time the oldest
 	// frame in it arrived (zero when the draw had no new frame).
-	OnDraw func(arrived time.Time)
+	OnDraw  func(arrived time.Time)
 	drawnAt time.Time
 
 	err error

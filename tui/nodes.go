@@ -64,7 +64,7 @@ type doc struct {
 // (late, never dropped: the next good update is drawn in full).
 type binder struct {
 	structures map[string]*component.Structure // by structure JSON
-	bound      map[string]bindResult            // by node id
+	bound      map[string]bindResult           // by node id
 }
 
 type bindResult struct {

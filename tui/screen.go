@@ -48,7 +48,7 @@ type screen struct {
 	running bool
 	scroll  int // thread lines scrolled up from the end
 
-	picker *picker // the session picker, when open
+	picker *picker  // the session picker, when open
 	list   []string // a listing (/ui, /ext, /cost) drawn over the thread
 
 	md     *markdown
@@ -217,7 +217,7 @@ func (s *screen) drawPane(nodes []*node, w, h int) []string {
 		if i == n-1 && n < len(nodes) {
 			title += fmt.Sprintf(" (+%d more)", len(nodes)-n)
 		}
-		content := s.drawNode(nd, w-2, bh-2)
+		content := s.drawNode(nd, w-4, bh-2)
 		out = append(out, box(title, ownerLabel(nd), content, w, bh, nd.Node == s.focus, nd.Stopped)...)
 	}
 	return out
@@ -320,7 +320,7 @@ func (s *screen) drawThread(w, h int) []string {
 	} else {
 		lines = s.threadLines(inner)
 		for _, n := range s.visible(string(ui.Inline)) {
-			content := s.drawNode(n, inner-2, 0)
+			content := s.drawNode(n, inner-4, 0)
 			lines = append(lines, box(SanitizeLine(n.Title), ownerLabel(n), content, inner, len(content)+2, n.Node == s.focus, n.Stopped)...)
 		}
 		if len(s.list) > 0 {

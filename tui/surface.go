@@ -25,7 +25,7 @@ type kind struct {
 	Chunks []string        `json:"chunks"`
 	Path   string          `json:"path"`
 	// table
-	Columns []string   `json:"columns"`
+	Columns []string        `json:"columns"`
 	Rows    json.RawMessage `json:"rows"` // [][]string in a table, []string in a raster
 	// tree
 	Nodes []treeNode `json:"nodes"`
@@ -41,8 +41,8 @@ type kind struct {
 	Prompt  string           `json:"prompt"`
 	Choices []questionChoice `json:"choices"`
 	// form
-	Fields []formField      `json:"fields"`
-	Submit *string          `json:"submit"`
+	Fields []formField `json:"fields"`
+	Submit *string     `json:"submit"`
 	// stack
 	Children  []json.RawMessage `json:"children"`
 	Direction string            `json:"direction"`
