@@ -419,6 +419,17 @@ func (m *Model) runEnded() {
 // custom handles Orrery's own events; unknown names are ignored.
 func (m *Model) custom(e *protocol.Custom) {
 	switch e.Name {
+	case "orrery.placed":
+		var p struct {
+			ID    string `json:"id"`
+			Owner string `json:"owner"`
+		}
+		if json.Unmarshal(e.Value, &p) == nil {
+			id := "placed:" + p.Owner + ":" + p.ID
+			if _, ok := m.order[id]; !ok {
+				m.order[id] = len(m.order) + 1
+			}
+		}
 	case "orrery.consent.requested":
 		var c consentReq
 		if json.Unmarshal(e.Value, &c) == nil && c.Request != "" {

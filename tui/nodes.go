@@ -119,16 +119,20 @@ func rootActions(structure json.RawMessage) map[string]string {
 	return root.On
 }
 
-// parseNodes returns the placed nodes of a state document, in the order
-// they were first seen (order gives each node's first sighting; new ones
-// are numbered from next).
+// parseNodes returns the placed nodes of a state document in the order
+// they were first placed: order numbers each node id by its first
+// orrery.placed; a node that came in a snapshot is numbered after them, by
+// id.
 func parseNodes(d *doc, bd *binder, order map[string]int, stopped map[string]bool) []*node {
 	ids := make([]string, 0, len(d.UI.Nodes))
 	for id := range d.UI.Nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
 		if _, ok := order[id]; !ok {
 			order[id] = len(order) + 1
 		}
-		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool {
 		if order[ids[i]] != order[ids[j]] {
