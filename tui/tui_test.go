@@ -126,6 +126,10 @@ func layoutSession(t testing.TB) *kernel.Session {
 
 func tuiWidth(s string) int { return ansi.StringWidth(s) }
 
+func kernelOpts() kernel.SessionOptions { return kernel.SessionOptions{} }
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestGoldenLayouts draws the same session at four sizes: panes at the
