@@ -125,8 +125,8 @@ func finish(e *env, err error) int {
 func printUsage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "Orrery is an agent kernel: it hosts AI-agent sessions and serves them to any number of clients.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: orrery [--connect URL|pipe:NAME] [--token T] [--resume [SESSION]]   the terminal UI")
-	fmt.Fprintln(w, "       orrery COMMAND [flags]")
+	fmt.Fprintln(w, "Usage: orrery COMMAND [flags]")
+	fmt.Fprintln(w, "       orrery [--connect URL|pipe:NAME] [--token T] [--resume [SESSION]]   the terminal UI")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	names := make([]string, 0, len(cmds))
