@@ -86,8 +86,9 @@ func box(title, owner string, content []string, w, h int, focused, dim bool) []s
 	label := " " + owner + " "
 	t := " " + title + " "
 	inner := w - 2
-	if width(label) > inner/2 {
-		label = clip(label, inner/2)
+	// The owner label always shows: it gives way only to a minimal title.
+	if width(label) > inner-6 {
+		label = clip(label, max(1, inner-6))
 	}
 	t = clip(t, max(0, inner-width(label)-1))
 	top := tl + t + strings.Repeat(hz, max(0, inner-width(t)-width(label))) + label + tr

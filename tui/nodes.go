@@ -166,7 +166,7 @@ func parseNodes(d *doc, bd *binder, order map[string]int, stopped map[string]boo
 		if len(n.Surface) == 0 && len(r.Fallback) > 0 {
 			n.Surface = r.Fallback
 		}
-		if e, ok := n.ext(); ok && (stopped[e] || r.State == "stopped") {
+		if e, ok := n.ext(); ok && (stopped[e] || r.State == "stopped" || isStoppedSurface(r.Surface)) {
 			n.Stopped = true
 		}
 		out = append(out, n)
@@ -191,4 +191,16 @@ func resolveData(d *doc, r rawNode) json.RawMessage {
 		return r.Data
 	}
 	return nil
+}
+
+// isStoppedSurface reports whether a surface is the one the extension host
+// puts in place of a stopped extension's: a text reading "stopped: …".
+func isStoppedSurface(raw json.RawMessage) bool {
+	var sf struct {
+		Kind struct {
+			T     string `json:"t"`
+			Value string `json:"value"`
+		} `json:"kind"`
+	}
+	return json.Unmarshal(raw, &sf) == nil && sf.Kind.T == "text" && strings.HasPrefix(sf.Kind.Value, "stopped: ")
 }

@@ -218,7 +218,11 @@ func (s *screen) drawPane(nodes []*node, w, h int) []string {
 			title += fmt.Sprintf(" (+%d more)", len(nodes)-n)
 		}
 		content := s.drawNode(nd, w-4, bh-2)
-		out = append(out, box(title, ownerLabel(nd), content, w, bh, nd.Node == s.focus, nd.Stopped)...)
+		label := ownerLabel(nd)
+		if nd.Stopped {
+			label += " stopped"
+		}
+		out = append(out, box(title, label, content, w, bh, nd.Node == s.focus, nd.Stopped)...)
 	}
 	return out
 }
@@ -226,7 +230,7 @@ func (s *screen) drawPane(nodes []*node, w, h int) []string {
 // drawNode draws one node's content in w cells and at most h rows.
 func (s *screen) drawNode(n *node, w, h int) []string {
 	var lines []string
-	if n.Stopped {
+	if n.Stopped && !isStoppedSurface(n.Surface) {
 		e, _ := n.ext()
 		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
 	}
