@@ -21,8 +21,6 @@ type composer struct {
 // maxComposerRows is the most rows the composer takes on screen.
 const maxComposerRows = 5
 
-func (c *composer) value() string { return string(c.buf) }
-
 func (c *composer) set(s string) {
 	c.buf = []rune(s)
 	c.pos = len(c.buf)

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -53,6 +54,7 @@ type screen struct {
 
 	md     *markdown
 	thread threadCache
+	drawn  map[string]nodeDraw // by node id
 }
 
 // threadCache keeps the lines of each finished message at a width.
@@ -227,18 +229,41 @@ func (s *screen) drawPane(nodes []*node, w, h int) []string {
 	return out
 }
 
-// drawNode draws one node's content in w cells and at most h rows.
+// nodeDraw is a node's last drawing and what it was drawn from.
+type nodeDraw struct {
+	surface   []byte
+	err       string
+	w, h, cur int
+	stopped   bool
+	lines     []string
+}
+
+// drawNode draws one node's content in w cells and at most h rows,
+// reusing the last drawing while nothing it depends on changed: a token
+// in the thread does not redraw the panes.
 func (s *screen) drawNode(n *node, w, h int) []string {
+	cur, ok := s.cursor[n.Node]
+	if !ok || n.Node != s.focus {
+		cur = -1
+	}
+	if d, ok := s.drawn[n.Node]; ok && d.w == w && d.h == h && d.cur == cur && d.stopped == n.Stopped && d.err == n.Err && bytes.Equal(d.surface, n.Surface) {
+		return d.lines
+	}
+	lines := s.drawNodeFresh(n, w, h, cur)
+	if s.drawn == nil || len(s.drawn) > 256 {
+		s.drawn = make(map[string]nodeDraw)
+	}
+	s.drawn[n.Node] = nodeDraw{surface: bytes.Clone(n.Surface), err: n.Err, w: w, h: h, cur: cur, stopped: n.Stopped, lines: lines}
+	return lines
+}
+
+func (s *screen) drawNodeFresh(n *node, w, h, cur int) []string {
 	var lines []string
 	if n.Stopped && !isStoppedSurface(n.Surface) {
 		e, _ := n.ext()
 		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
 	}
 	if len(n.Surface) > 0 {
-		cur, ok := s.cursor[n.Node]
-		if !ok || n.Node != s.focus {
-			cur = -1
-		}
 		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md})...)
 	}
 	if n.Err != "" {
