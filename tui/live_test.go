@@ -34,7 +34,7 @@ type live struct {
 	quit bool
 }
 
-func startLive(t *testing.T, model string) *live {
+func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
@@ -64,7 +64,11 @@ func startLive(t *testing.T, model string) *live {
 		t.Fatal(err)
 	}
 	l := &live{t: t, k: k, cl: cl, msgs: make(chan tea.Msg, 1024)}
-	l.m = tui.New(tui.Options{Client: cl, Workspace: dir})
+	o := tui.Options{Client: cl, Workspace: dir}
+	for _, f := range opts {
+		f(&o)
+	}
+	l.m = tui.New(o)
 	l.m.SetSender(func(msg tea.Msg) { l.msgs <- msg })
 	t.Cleanup(func() {
 		l.m.Update(tea.QuitMsg{})
@@ -250,4 +254,90 @@ func TestConsentAndDismiss(t *testing.T) {
 	l.typeText("/ui")
 	l.press(keyEnter)
 	l.until("the /ui list", contains("offline-chart", "dismissed here"))
+}
+
+// TestLayoutCommands moves the agent's chart with /ui move, then hides it
+// with /ui hide; both go to the kernel, so the state (and every client)
+// changes.
+func TestLayoutCommands(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("show me a chart of apples pears")
+	l.press(keyEnter)
+	l.until("the chart in the pane", contains("┌ Letters per word", "idle"))
+	l.typeText("/ui move offline-chart band")
+	l.press(keyEnter)
+	l.until("the chart in the band", func(s string) bool {
+		return strings.Contains(s, "▸ Letters per word [agent]") && !strings.Contains(s, "┌ Letters per word")
+	})
+	l.typeText("/ui move nosuch band")
+	l.press(keyEnter)
+	l.until("the refusal", contains("nothing placed is called nosuch: /ui lists what is"))
+	l.typeText("/ui hide offline-chart")
+	l.press(keyEnter)
+	l.until("the chart gone", func(s string) bool { return !strings.Contains(s, "Letters per word [agent]") })
+	l.typeText("/ui")
+	l.press(keyEnter)
+	l.until("an empty /ui", contains("nothing is placed now"))
+}
+
+// TestResumePicker opens the picker, resumes the older session and
+// redraws it from its log.
+func TestResumePicker(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("first session words")
+	l.press(keyEnter)
+	l.until("the answer", contains(`You said: "first session words"`, "idle"))
+	first := sessionOf(t, l.m.Screen())
+	l.typeText("/new")
+	l.press(keyEnter)
+	l.until("a new session", func(s string) bool { return !strings.Contains(s, first) && strings.Contains(s, "ses_") })
+
+	m := tui.New(tui.Options{Client: l.cl, Resume: true})
+	l.m = m
+	m.SetSender(func(msg tea.Msg) { l.msgs <- msg })
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	l.run(m.Init())
+	s := l.until("the picker", contains("Resume a session", first))
+	// Sessions are listed newest first: move down to the first one.
+	if i, j := strings.Index(s, first), strings.Index(s, "❯ "); i < j {
+		t.Fatalf("the picker does not list the newest session first:\n%s", s)
+	}
+	l.press(tea.KeyPressMsg{Code: tea.KeyDown})
+	l.press(keyEnter)
+	l.until("the first session redrawn from its log", contains("orrery · "+first, "› first session words", `You said: "first session words"`))
+}
+
+// TestMentionAttachesFile completes an @mention with Tab and sends the
+// file as an attachment.
+func TestMentionAttachesFile(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("the secret is 42"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "offline", func(o *tui.Options) { o.Workspace = ws })
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("read @no")
+	l.press(tea.KeyPressMsg{Code: tea.KeyTab})
+	l.until("the completed mention", contains("› read @notes.txt"))
+	l.press(keyEnter)
+	s := l.until("the answer", contains("› read @notes.txt", "idle", "You said"))
+	sess, err := l.k.Session(context.Background(), sessionOf(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, err := sess.Read(context.Background(), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range fs {
+		if strings.Contains(string(f.Data), "orrery.user.message") && strings.Contains(string(f.Data), "File @notes.txt:\\nthe secret is 42") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no user message in the log carries notes.txt as an attachment")
+	}
 }
