@@ -190,18 +190,21 @@ func chartStacked(k *kind, w int) []string {
 	return append(out, k.legend(seriesFills, w)...)
 }
 
-// braille is a canvas of 2×4 dots per cell.
+// braille is a canvas of 2×4 dots per cell. A cell may instead hold a
+// series mark, which names the series without colour.
 type braille struct {
 	w, h  int // in cells
 	cells [][]rune
-	owner [][]int // series that last set a dot in the cell, -1 for none
+	owner [][]int    // series that last set a dot in the cell, -1 for none
+	marks [][]string // a series mark drawn over the cell, "" for none
 }
 
 func newBraille(w, h int) *braille {
-	b := &braille{w: w, h: h, cells: make([][]rune, h), owner: make([][]int, h)}
+	b := &braille{w: w, h: h, cells: make([][]rune, h), owner: make([][]int, h), marks: make([][]string, h)}
 	for r := range h {
 		b.cells[r] = make([]rune, w)
 		b.owner[r] = make([]int, w)
+		b.marks[r] = make([]string, w)
 		for c := range w {
 			b.cells[r][c] = 0x2800
 			b.owner[r][c] = -1
@@ -221,12 +224,24 @@ func (b *braille) set(x, y, s int) {
 	b.owner[y/4][x/2] = s
 }
 
+// mark puts series s's mark over the cell that holds dot x, y.
+func (b *braille) mark(x, y, s int) {
+	if x < 0 || y < 0 || x >= b.w*2 || y >= b.h*4 {
+		return
+	}
+	b.marks[y/4][x/2] = seriesMarks[s%len(seriesMarks)]
+	b.owner[y/4][x/2] = s
+}
+
 func (b *braille) lines() []string {
 	out := make([]string, b.h)
 	for r := range b.h {
 		var sb strings.Builder
 		for c := range b.w {
 			ch := string(b.cells[r][c])
+			if m := b.marks[r][c]; m != "" {
+				ch = m
+			}
 			if o := b.owner[r][c]; o >= 0 {
 				ch = seriesStyle(o).Render(ch)
 			}
@@ -274,7 +289,12 @@ func chartPlot(k *kind, w int) []string {
 				span = 1
 			}
 			for _, p := range s.pairs() {
-				b.set(int(math.Round((p[0]-xlo)/span*float64(dotsW-1))), yOf(p[1]), si)
+				x, y := int(math.Round((p[0]-xlo)/span*float64(dotsW-1))), yOf(p[1])
+				if si == 0 {
+					b.set(x, y, si)
+				} else {
+					b.mark(x, y, si)
+				}
 			}
 			continue
 		}
@@ -300,6 +320,9 @@ func chartPlot(k *kind, w int) []string {
 					y = y0 + (y1-y0)*(x-x0)/(x1-x0)
 				}
 				b.set(x, y, si)
+				if x == x0 && si > 0 && k.ChartKind == ui.ChartLine {
+					b.mark(x, y, si)
+				}
 				if k.ChartKind == ui.ChartArea {
 					for yy := y + 1; yy < dotsH; yy++ {
 						if (x+yy)%2 == 0 || si == 0 {
@@ -327,7 +350,13 @@ func chartPlot(k *kind, w int) []string {
 		gap := max(1, cw-width(first)-width(last))
 		out = append(out, strings.Repeat(" ", axis+2)+first+strings.Repeat(" ", gap)+last)
 	}
-	return append(out, k.legend(seriesMarks, w)...)
+	// Series 0 is the plain braille line or dots; each other series carries
+	// its mark at its points (an area its own fill pattern).
+	glyphs := append([]string{"⠒"}, seriesMarks[1:]...)
+	if k.ChartKind == ui.ChartArea {
+		glyphs = []string{"⣿", "⢕"}
+	}
+	return append(out, k.legend(glyphs, w)...)
 }
 
 func chartSparkline(k *kind, w int) []string {
