@@ -51,6 +51,10 @@ type Options struct {
 	// Logger receives the TUI's logs; nil discards them. It must not write
 	// to the terminal the TUI draws on.
 	Logger *slog.Logger
+	// Graphics is the terminal's graphics protocol (DetectGraphics): with
+	// one, image surfaces in panes are drawn as pictures; without, as
+	// their alt.
+	Graphics string
 }
 
 // Run runs the TUI on in and out until the person quits or ctx ends.
@@ -97,6 +101,11 @@ type Model struct {
 	OnDraw  func(arrived time.Time)
 	drawnAt time.Time
 
+	// images are the pictures on the terminal now; imagesDirty is set by a
+	// draw that wants others.
+	images      []imagePlacement
+	imagesDirty bool
+
 	err error
 }
 
@@ -116,7 +125,7 @@ func New(opts Options) *Model {
 	m.scr = screen{
 		width: 80, height: 24,
 		dismissed: map[string]bool{}, cursor: map[string]int{},
-		md: &markdown{},
+		md: &markdown{}, graphics: opts.Graphics,
 	}
 	m.input.hpos = 0
 	m.updateStatus()
@@ -159,14 +168,48 @@ type (
 
 // Init starts by attaching (or opening the picker).
 func (m *Model) Init() tea.Cmd {
+	var cmd tea.Cmd
 	switch {
 	case m.opts.Session != "":
-		return m.attachCmd(m.opts.Session)
+		cmd = m.attachCmd(m.opts.Session)
 	case m.opts.Resume:
-		return m.sessionsCmd()
+		cmd = m.sessionsCmd()
 	default:
-		return m.newSessionCmd(m.opts.Model)
+		cmd = m.newSessionCmd(m.opts.Model)
 	}
+	if m.opts.Graphics != GraphicsNone {
+		return tea.Batch(cmd, imageTick())
+	}
+	return cmd
+}
+
+// imageTickMsg makes sure pictures a draw placed reach the terminal even
+// when no other message follows the draw.
+type imageTickMsg struct{}
+
+// imageInterval is how often the pictures are checked.
+const imageInterval = 200 * time.Millisecond
+
+func imageTick() tea.Cmd {
+	return tea.Tick(imageInterval, func(time.Time) tea.Msg { return imageTickMsg{} })
+}
+
+// Update handles one message; when the last draw placed pictures other
+// than those on the terminal, it also draws them.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	if _, ok := msg.(imageTickMsg); ok {
+		cmd = imageTick()
+	} else {
+		_, cmd = m.update(msg)
+	}
+	if m.imagesDirty {
+		m.imagesDirty = false
+		m.images = append(m.images[:0], m.scr.images...)
+		seq := imageSequence(m.opts.Graphics, m.images, true)
+		return m, tea.Batch(cmd, tea.Raw(seq))
+	}
+	return m, cmd
 }
 
 // feed carries frames from a stream's reader goroutine to the model,
@@ -260,8 +303,7 @@ func (m *Model) Push(frames ...client.Frame) tea.Msg {
 	return nil
 }
 
-// Update handles one message.
-func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.scr.width, m.scr.height = msg.Width, msg.Height
@@ -325,6 +367,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) View() tea.View {
 	m.scr.input = m.input.lines(max(1, m.scr.width-2), m.scr.focus == "" && m.scr.picker == nil && m.scr.consent == nil)
 	v := tea.NewView(m.scr.draw())
+	if m.opts.Graphics != GraphicsNone && !samePlacements(m.images, m.scr.images) {
+		m.imagesDirty = true
+	}
 	v.AltScreen = true
 	v.WindowTitle = "orrery"
 	if m.OnDraw != nil {
@@ -599,4 +644,18 @@ func (m *Model) do(what string, req protocol.Request, ok string) tea.Cmd {
 		}
 		return noticeMsg{ok}
 	}
+}
+
+// samePlacements reports whether two draws place the same pictures.
+func samePlacements(a, b []imagePlacement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].node != b[i].node || a[i].row != b[i].row || a[i].col != b[i].col ||
+			a[i].cols != b[i].cols || a[i].rows != b[i].rows || len(a[i].data) != len(b[i].data) {
+			return false
+		}
+	}
+	return true
 }

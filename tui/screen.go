@@ -55,6 +55,37 @@ type screen struct {
 	md     *markdown
 	thread threadCache
 	drawn  map[string]nodeDraw // by node id
+
+	graphics string           // the terminal's graphics protocol
+	images   []imagePlacement // the images the last draw placed
+	decoded  map[string]decodedImage
+}
+
+// decodedImage is an image node's decoded bytes and the surface they came from.
+type decodedImage struct {
+	surface []byte
+	data    []byte
+	err     error
+}
+
+// imageOf returns the bytes of an image node for the terminal's protocol.
+func (s *screen) imageOf(n *node) ([]byte, bool) {
+	if s.graphics == GraphicsNone {
+		return nil, false
+	}
+	if d, ok := s.decoded[n.Node]; ok && bytes.Equal(d.surface, n.Surface) {
+		return d.data, d.err == nil
+	}
+	var sf surface
+	if err := json.Unmarshal(n.Surface, &sf); err != nil || sf.Kind.T != ui.KindImage {
+		return nil, false
+	}
+	data, err := imageBytes(&sf.Kind, s.graphics)
+	if s.decoded == nil {
+		s.decoded = make(map[string]decodedImage)
+	}
+	s.decoded[n.Node] = decodedImage{surface: bytes.Clone(n.Surface), data: data, err: err}
+	return data, err == nil
 }
 
 // threadCache keeps the lines of each finished message at a width.
@@ -142,14 +173,15 @@ func (s *screen) draw() string {
 	}
 
 	var middle []string
+	s.images = s.images[:0]
 	threadLines := s.drawThread(lay.Thread, mid)
 	var blocks [][]string
 	if lay.Left > 0 {
-		blocks = append(blocks, s.drawPane(left, lay.Left, mid))
+		blocks = append(blocks, s.drawPane(left, lay.Left, mid, len(band), 0))
 	}
 	blocks = append(blocks, threadLines)
 	if lay.Right > 0 {
-		blocks = append(blocks, s.drawPane(right, lay.Right, mid))
+		blocks = append(blocks, s.drawPane(right, lay.Right, mid, len(band), lay.Left+lay.Thread))
 	}
 	middle = columns(mid, blocks...)
 
@@ -201,8 +233,9 @@ func (s *screen) rows(nodes []*node, w, maxRows int, what string) []string {
 	return out
 }
 
-// drawPane draws the nodes of one pane, stacked, each in its own box.
-func (s *screen) drawPane(nodes []*node, w, h int) []string {
+// drawPane draws the nodes of one pane, stacked, each in its own box; the
+// pane's top-left cell is at row0, col0 on the screen.
+func (s *screen) drawPane(nodes []*node, w, h, row0, col0 int) []string {
 	if len(nodes) == 0 {
 		return blank(w, h)
 	}
@@ -218,6 +251,9 @@ func (s *screen) drawPane(nodes []*node, w, h int) []string {
 		title := SanitizeLine(nd.Title)
 		if i == n-1 && n < len(nodes) {
 			title += fmt.Sprintf(" (+%d more)", len(nodes)-n)
+		}
+		if data, ok := s.imageOf(nd); ok && w > 4 && bh > 2 {
+			s.images = append(s.images, imagePlacement{node: nd.Node, row: row0 + len(out) + 1, col: col0 + 2, cols: w - 4, rows: bh - 2, data: data})
 		}
 		content := s.drawNode(nd, w-4, bh-2)
 		label := ownerLabel(nd)
@@ -264,7 +300,7 @@ func (s *screen) drawNodeFresh(n *node, w, h, cur int) []string {
 		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
 	}
 	if len(n.Surface) > 0 {
-		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md})...)
+		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md, graphics: s.graphics})...)
 	}
 	if n.Err != "" {
 		lines = append(lines, wrap(styleNotice.Render("! "+SanitizeLine(n.Err)), w)...)

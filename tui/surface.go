@@ -181,6 +181,8 @@ type renderOpts struct {
 	// when the surface has no focus.
 	cursor int
 	md     *markdown
+	// graphics is the terminal's graphics protocol, GraphicsNone for none.
+	graphics string
 }
 
 // renderSurface draws a surface in at most o.width cells per line. A
@@ -255,6 +257,10 @@ func renderKind(k *kind, o renderOpts) []string {
 	case ui.KindRaster:
 		return renderRaster(k, w)
 	case ui.KindImage:
+		if _, err := imageBytes(k, o.graphics); err == nil {
+			// The image is drawn over these cells by the terminal.
+			return blank(w, max(1, o.height))
+		}
 		return wrap("[image: "+SanitizeLine(k.Alt)+"]", w)
 	}
 	raw, _ := json.Marshal(surface{Kind: *k})

@@ -88,7 +88,7 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	opts := tui.Options{Session: session, Resume: resume, Logger: log}
+	opts := tui.Options{Session: session, Resume: resume, Logger: log, Graphics: tui.DetectGraphics(c.env.getenv)}
 	opts.Workspace, _ = os.Getwd()
 	draws := []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning, protocol.DrawSurfaces, protocol.DrawConsent}
 	copts := client.Options{Token: c.token, Client: "orrery tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log}
