@@ -91,7 +91,11 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	opts := tui.Options{Session: session, Resume: resume, Logger: log, Graphics: tui.DetectGraphics(c.env.getenv)}
 	opts.Workspace, _ = os.Getwd()
 	draws := []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning, protocol.DrawSurfaces, protocol.DrawConsent}
-	copts := client.Options{Token: c.token, Client: "orrery tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log}
+	// Over http:// the TUI uses the WebSocket: one connection for requests
+	// and frames, and its hello declares what the TUI draws for every
+	// request (POST /control would not carry draws, so consent answers
+	// would be refused).
+	copts := client.Options{Token: c.token, Client: "orrery tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log, Transport: client.TransportWS}
 
 	target := c.connect
 	if target == "" {
