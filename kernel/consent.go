@@ -108,7 +108,7 @@ type gate struct {
 }
 
 var (
-	_ agent.Gate  = (*gate)(nil)
+	_ agent.Gate            = (*gate)(nil)
 	_ agent.PermissionAsker = (*gate)(nil)
 )
 

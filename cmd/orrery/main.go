@@ -1,6 +1,7 @@
 // Command orrery is the Orrery agent kernel: one binary that hosts AI-agent
 // sessions and serves them to any number of clients.
 //
+//	orrery            the terminal UI on an embedded kernel (--connect URL to attach)
 //	orrery serve      run the kernel on 127.0.0.1:7411
 //	orrery run -p …   run one prompt in an embedded kernel
 //	orrery sessions   list sessions
@@ -81,7 +82,10 @@ func main() {
 
 func run(ctx context.Context, e *env, args []string) int {
 	cmds := commands(e)
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+	if isTUIArgs(args) {
+		return finish(e, (&tuiCmd{env: e}).Run(ctx, args))
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		if len(args) > 1 {
 			if c, ok := cmds[args[1]]; ok {
 				return finish(e, c.Run(ctx, []string{"--help"}))
@@ -123,6 +127,7 @@ func printUsage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "Orrery is an agent kernel: it hosts AI-agent sessions and serves them to any number of clients.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: orrery COMMAND [flags]")
+	fmt.Fprintln(w, "       orrery [--connect URL|pipe:NAME] [--token T] [--resume [SESSION]]   the terminal UI")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	names := make([]string, 0, len(cmds))

@@ -1,0 +1,261 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
+)
+
+// commandNames are the slash commands, for completion.
+var commandNames = []string{"/cost", "/ext", "/help", "/model", "/new", "/quit", "/sessions", "/ui"}
+
+const helpText = `/ui                          list what is placed: id, placement, owner, state
+/ui move ID PLACEMENT        move a surface (band, pane.left, pane.right, footer, inline, hidden)
+/ui hide ID                  hide a surface for everyone
+/ui save ID                  keep its placement in the config from the next session on
+/ext                         list the extensions; /ext restart ID restarts one
+/sessions  /new  /model [NAME]  /cost  /quit
+F6 focuses the panes; Esc, x or Delete dismisses the focused surface on this screen
+Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C cancels, twice quits`
+
+// command runs a slash command.
+func (m *Model) command(line string) tea.Cmd {
+	f := strings.Fields(line)
+	args := f[1:]
+	switch f[0] {
+	case "/help", "/?":
+		m.scr.list = strings.Split(helpText, "\n")
+	case "/quit", "/exit":
+		return tea.Quit
+	case "/ui":
+		return m.uiCommand(args)
+	case "/ext":
+		return m.extCommand(args)
+	case "/sessions":
+		return m.sessionsCmd()
+	case "/new":
+		return m.newSessionCmd(m.opts.Model)
+	case "/model":
+		if len(args) == 1 {
+			m.opts.Model = args[0]
+			m.notice("new sessions use " + SanitizeLine(args[0]) + "; starting one now")
+			return m.newSessionCmd(args[0])
+		}
+		return m.summaryCmd(func(s protocol.SessionSummary) []string {
+			model := s.Model
+			if model == "" {
+				model = "the kernel's default"
+			}
+			return []string{"model: " + SanitizeLine(model) + " (/model NAME starts a session with another)"}
+		})
+	case "/cost":
+		return m.summaryCmd(func(s protocol.SessionSummary) []string {
+			return []string{fmt.Sprintf("cost of this session: $%.6f (%d micro-USD)", float64(s.MicroUSD)/1e6, s.MicroUSD)}
+		})
+	default:
+		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists the commands")
+	}
+	return nil
+}
+
+// summaryCmd looks up this session's summary and lists what show makes of it.
+func (m *Model) summaryCmd(show func(protocol.SessionSummary) []string) tea.Cmd {
+	cl, ctx, session := m.opts.Client, m.ctx, m.session
+	return func() tea.Msg {
+		list, err := cl.Sessions(ctx)
+		if err != nil {
+			return noticeMsg{"could not read the session: " + SanitizeLine(err.Error())}
+		}
+		for _, s := range list {
+			if s.ID == session {
+				return listMsg{show(s)}
+			}
+		}
+		return noticeMsg{"session " + session + " is not listed: run /sessions"}
+	}
+}
+
+// UIList returns the /ui listing of what is placed now.
+func (m *Model) UIList() []string {
+	var rows [][]string
+	for _, n := range m.scr.nodes {
+		if n.Owner == string(ui.OwnerHost) {
+			continue
+		}
+		state := "shown"
+		switch {
+		case n.Stopped:
+			e, _ := n.ext()
+			state = "stopped (/ext restart " + e + ")"
+		case m.scr.dismissed[n.Node]:
+			state = "dismissed here"
+		case n.Placement == string(ui.Hidden):
+			state = "hidden"
+		case n.Err != "":
+			state = "error"
+		}
+		if n.Placement == string(ui.PaneLeft) || n.Placement == string(ui.PaneRight) {
+			lay := ComputeLayout(m.scr.width, len(m.scr.visible(string(ui.PaneLeft))) > 0, len(m.scr.visible(string(ui.PaneRight))) > 0)
+			if n.Placement == string(ui.PaneLeft) && lay.FoldLeft || n.Placement == string(ui.PaneRight) && lay.FoldRight {
+				state += ", folded into the band"
+			}
+		}
+		rows = append(rows, []string{SanitizeLine(n.ID), n.Placement, SanitizeLine(n.Owner), state})
+	}
+	if len(rows) == 0 {
+		return []string{"nothing is placed now"}
+	}
+	head := []string{"ID", "PLACEMENT", "OWNER", "STATE"}
+	widths := make([]int, 4)
+	for _, r := range append([][]string{head}, rows...) {
+		for i, c := range r {
+			widths[i] = max(widths[i], width(c))
+		}
+	}
+	var out []string
+	for _, r := range append([][]string{head}, rows...) {
+		var parts []string
+		for i, c := range r {
+			parts = append(parts, fit(c, widths[i]))
+		}
+		out = append(out, strings.TrimRight(strings.Join(parts, "  "), " "))
+	}
+	return out
+}
+
+// findNode resolves what the person typed: an id, or a whole node id.
+func (m *Model) findNode(id string) (*node, string) {
+	var found []*node
+	for _, n := range m.scr.nodes {
+		if n.Owner == string(ui.OwnerHost) {
+			continue
+		}
+		if n.Node == id {
+			return n, ""
+		}
+		if n.ID == id {
+			found = append(found, n)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, "nothing placed is called " + SanitizeLine(id) + ": /ui lists what is"
+	case 1:
+		return found[0], ""
+	}
+	var names []string
+	for _, n := range found {
+		names = append(names, n.Node)
+	}
+	return nil, SanitizeLine(id) + " names more than one surface: use the whole node id, one of " + SanitizeLine(strings.Join(names, ", "))
+}
+
+func (m *Model) uiCommand(args []string) tea.Cmd {
+	if len(args) == 0 {
+		m.scr.list = append([]string{"placed now (/ui move ID PLACEMENT, /ui hide ID, /ui save ID):"}, m.UIList()...)
+		return nil
+	}
+	need := map[string]int{"move": 3, "hide": 2, "save": 2}
+	n, ok := need[args[0]]
+	if !ok {
+		m.notice("/ui " + SanitizeLine(args[0]) + " is not a /ui command: use /ui, /ui move ID PLACEMENT, /ui hide ID or /ui save ID")
+		return nil
+	}
+	if len(args) != n {
+		m.notice("usage: /ui move ID PLACEMENT, /ui hide ID or /ui save ID")
+		return nil
+	}
+	nd, why := m.findNode(args[1])
+	if nd == nil {
+		m.notice(why)
+		return nil
+	}
+	env := protocol.Envelope{T: "ui." + args[0]}
+	switch args[0] {
+	case "move":
+		if _, err := ui.ParsePlacement(args[2]); err != nil {
+			m.notice(SanitizeLine(err.Error()))
+			return nil
+		}
+		delete(m.scr.dismissed, nd.Node)
+		return m.do("move", &protocol.UIMove{Envelope: env, Session: m.session, Node: nd.Node, Placement: args[2]}, "moved "+SanitizeLine(nd.ID)+" to "+args[2])
+	case "hide":
+		return m.do("hide", &protocol.UIHide{Envelope: env, Session: m.session, Node: nd.Node}, "hid "+SanitizeLine(nd.ID))
+	default:
+		return m.do("save", &protocol.UISave{Envelope: env, Session: m.session, Node: nd.Node}, "saved the placement of "+SanitizeLine(nd.ID)+" in the config")
+	}
+}
+
+// extRequest asks the kernel's extension host (ext.list, ext.restart).
+type extRequest struct {
+	protocol.Envelope
+	Session string `json:"session,omitempty"`
+	Ext     string `json:"ext,omitempty"`
+}
+
+func (m *Model) extCommand(args []string) tea.Cmd {
+	cl, ctx, session := m.opts.Client, m.ctx, m.session
+	if len(args) == 2 && args[0] == "restart" {
+		id := args[1]
+		return func() tea.Msg {
+			_, err := cl.Do(ctx, &extRequest{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Ext: id})
+			if err != nil {
+				return noticeMsg{"could not restart ext:" + SanitizeLine(id) + ": " + SanitizeLine(err.Error())}
+			}
+			return noticeMsg{"restarting ext:" + SanitizeLine(id)}
+		}
+	}
+	if len(args) != 0 {
+		m.notice("usage: /ext, or /ext restart ID")
+		return nil
+	}
+	// What the screen knows: the extensions that placed something.
+	owners := map[string]string{}
+	for _, n := range m.scr.nodes {
+		if e, ok := n.ext(); ok {
+			owners[e] = "running"
+			if n.Stopped {
+				owners[e] = "stopped (/ext restart " + e + ")"
+			}
+		}
+	}
+	return func() tea.Msg {
+		lines := []string{"extensions:"}
+		value, err := cl.Do(context.WithoutCancel(ctx), &extRequest{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
+		if err == nil {
+			var out struct {
+				Extensions []struct {
+					ID    string `json:"id"`
+					State string `json:"state"`
+				} `json:"extensions"`
+			}
+			if json.Unmarshal(value, &out) == nil {
+				for _, e := range out.Extensions {
+					owners[e.ID] = e.State
+				}
+			}
+		}
+		ids := make([]string, 0, len(owners))
+		for id := range owners {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			lines = append(lines, "  ext:"+SanitizeLine(id)+"  "+SanitizeLine(owners[id]))
+		}
+		if len(ids) == 0 {
+			lines = append(lines, "  none has placed anything in this session")
+		}
+		if err != nil {
+			lines = append(lines, "  (the kernel did not list its extensions: "+SanitizeLine(err.Error())+")")
+		}
+		return listMsg{lines}
+	}
+}

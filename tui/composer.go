@@ -1,0 +1,237 @@
+package tui
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// composer is the multi-line input: a rune buffer with a cursor, and the
+// history of what was sent. It draws its own cursor as a reversed cell.
+type composer struct {
+	buf     []rune
+	pos     int
+	history []string
+	hpos    int // index into history while browsing; len(history) when not
+	draft   string
+}
+
+// maxComposerRows is the most rows the composer takes on screen.
+const maxComposerRows = 5
+
+func (c *composer) set(s string) {
+	c.buf = []rune(s)
+	c.pos = len(c.buf)
+}
+
+func (c *composer) insert(s string) {
+	r := []rune(s)
+	c.buf = append(c.buf[:c.pos], append(r, c.buf[c.pos:]...)...)
+	c.pos += len(r)
+}
+
+func (c *composer) backspace() {
+	if c.pos > 0 {
+		c.buf = append(c.buf[:c.pos-1], c.buf[c.pos:]...)
+		c.pos--
+	}
+}
+
+func (c *composer) del() {
+	if c.pos < len(c.buf) {
+		c.buf = append(c.buf[:c.pos], c.buf[c.pos+1:]...)
+	}
+}
+
+func (c *composer) left() {
+	if c.pos > 0 {
+		c.pos--
+	}
+}
+
+func (c *composer) right() {
+	if c.pos < len(c.buf) {
+		c.pos++
+	}
+}
+
+func (c *composer) home() {
+	for c.pos > 0 && c.buf[c.pos-1] != '\n' {
+		c.pos--
+	}
+}
+
+func (c *composer) end() {
+	for c.pos < len(c.buf) && c.buf[c.pos] != '\n' {
+		c.pos++
+	}
+}
+
+func (c *composer) multiline() bool { return strings.ContainsRune(string(c.buf), '\n') }
+
+// take returns the text and clears the composer, adding it to the history.
+func (c *composer) take() string {
+	s := string(c.buf)
+	if strings.TrimSpace(s) != "" && (len(c.history) == 0 || c.history[len(c.history)-1] != s) {
+		c.history = append(c.history, s)
+	}
+	c.hpos = len(c.history)
+	c.buf, c.pos = nil, 0
+	return s
+}
+
+// prev and next browse the history.
+func (c *composer) prev() {
+	if c.hpos == len(c.history) {
+		c.draft = string(c.buf)
+	}
+	if c.hpos > 0 {
+		c.hpos--
+		c.set(c.history[c.hpos])
+	}
+}
+
+func (c *composer) next() {
+	if c.hpos < len(c.history) {
+		c.hpos++
+		if c.hpos == len(c.history) {
+			c.set(c.draft)
+		} else {
+			c.set(c.history[c.hpos])
+		}
+	}
+}
+
+// currentWord returns the word the cursor ends and where it starts.
+func (c *composer) currentWord() (string, int) {
+	start := c.pos
+	for start > 0 && c.buf[start-1] != ' ' && c.buf[start-1] != '\n' {
+		start--
+	}
+	return string(c.buf[start:c.pos]), start
+}
+
+// replaceWord replaces the word that starts at start and ends at the cursor.
+func (c *composer) replaceWord(start int, with string) {
+	rest := append([]rune(nil), c.buf[c.pos:]...)
+	c.buf = append(append(c.buf[:start], []rune(with)...), rest...)
+	c.pos = start + utf8.RuneCountInString(with)
+}
+
+// lines draws the buffer in w cells per row, the cursor as a reversed
+// cell, at most maxComposerRows rows around the cursor.
+func (c *composer) lines(w int, focused bool) []string {
+	w = max(1, w)
+	var rows []string
+	var cur strings.Builder
+	curW := 0
+	cursorRow := 0
+	flush := func() {
+		rows = append(rows, cur.String())
+		cur.Reset()
+		curW = 0
+	}
+	for i := 0; i <= len(c.buf); i++ {
+		atCursor := i == c.pos && focused
+		if i == len(c.buf) {
+			if atCursor {
+				if curW >= w {
+					flush()
+				}
+				cursorRow = len(rows)
+				cur.WriteString(styleCursor.Render(" "))
+			}
+			break
+		}
+		r := c.buf[i]
+		if r == '\n' {
+			if atCursor {
+				cursorRow = len(rows)
+				cur.WriteString(styleCursor.Render(" "))
+			}
+			flush()
+			continue
+		}
+		ch := Sanitize(string(r))
+		if ch == "" {
+			ch = "?"
+		}
+		cw := width(ch)
+		if curW+cw > w {
+			flush()
+		}
+		if atCursor {
+			cursorRow = len(rows)
+			ch = styleCursor.Render(ch)
+		}
+		cur.WriteString(ch)
+		curW += cw
+	}
+	flush()
+	if len(rows) > maxComposerRows {
+		start := max(0, min(cursorRow-maxComposerRows+1, len(rows)-maxComposerRows))
+		rows = rows[start : start+maxComposerRows]
+	}
+	return rows
+}
+
+// completeFile completes an @mention against the files under root: the
+// longest common prefix of the matches, and the matches themselves.
+func completeFile(root, partial string) (string, []string) {
+	dir, base := filepath.Split(partial)
+	entries, err := os.ReadDir(filepath.Join(root, dir))
+	if err != nil {
+		return partial, nil
+	}
+	var matches []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, base) || strings.HasPrefix(name, ".") && !strings.HasPrefix(base, ".") {
+			continue
+		}
+		if e.IsDir() {
+			name += "/"
+		}
+		matches = append(matches, dir+name)
+	}
+	sort.Strings(matches)
+	if len(matches) == 0 {
+		return partial, nil
+	}
+	prefix := matches[0]
+	for _, m := range matches[1:] {
+		for !strings.HasPrefix(m, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	return prefix, matches
+}
+
+// mentions returns the @paths of text that name files under root.
+func mentions(root, text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Fields(text) {
+		p, ok := strings.CutPrefix(f, "@")
+		if !ok || p == "" || seen[p] {
+			continue
+		}
+		p = strings.TrimRight(p, ",.;:!?)")
+		full := filepath.Join(root, p)
+		if !isInside(root, full) {
+			continue
+		}
+		if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func isInside(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}

@@ -1,0 +1,389 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui/component"
+)
+
+// maxAttachmentBytes bounds one @mentioned file sent as an attachment.
+const maxAttachmentBytes = 256 << 10
+
+// key handles one key press.
+func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	s := k.String()
+	if s == "ctrl+c" {
+		return m.interrupt()
+	}
+	if m.scr.picker != nil {
+		return m.pickerKey(s)
+	}
+	if m.scr.consent != nil {
+		if cmd, ok := m.consentKey(s); ok {
+			return m, cmd
+		}
+	}
+	switch s {
+	case "f6":
+		m.cycleFocus()
+		return m, nil
+	case "pgup":
+		m.scr.scroll += max(1, m.scr.height/2)
+		return m, nil
+	case "pgdown":
+		m.scr.scroll = max(0, m.scr.scroll-max(1, m.scr.height/2))
+		return m, nil
+	}
+	if m.scr.focus != "" {
+		if cmd, ok := m.focusKey(s); ok {
+			return m, cmd
+		}
+		// Any other key goes back to the composer.
+		m.scr.focus = ""
+	}
+	return m, m.composerKey(k)
+}
+
+// interrupt is Ctrl-C: it cancels the run in flight; with none (or a
+// second time) it quits.
+func (m *Model) interrupt() (tea.Model, tea.Cmd) {
+	if m.scr.running && !m.cancelSent && m.session != "" {
+		m.cancelSent = true
+		m.notice("cancelling the run; Ctrl-C again quits")
+		return m, m.do("cancel", &protocol.RunCancel{Envelope: protocol.Envelope{T: "run.cancel"}, Session: m.session}, "")
+	}
+	return m, tea.Quit
+}
+
+func (m *Model) pickerKey(s string) (tea.Model, tea.Cmd) {
+	p := m.scr.picker
+	switch s {
+	case "up", "k":
+		p.up()
+	case "down", "j":
+		p.down()
+	case "enter":
+		if c, ok := p.chosen(); ok {
+			m.scr.picker = nil
+			return m, m.attachCmd(c.ID)
+		}
+		m.scr.picker = nil
+		if m.session == "" {
+			return m, m.newSessionCmd(m.opts.Model)
+		}
+	case "esc":
+		m.scr.picker = nil
+		if m.session == "" {
+			return m, m.newSessionCmd(m.opts.Model)
+		}
+	}
+	return m, nil
+}
+
+// consentKey answers the pending consent request: y, a, n or 1–3 pick an
+// option at once; ←/→ move and Enter answers. Other keys are left to the
+// composer only when they are not one of these.
+func (m *Model) consentKey(s string) (tea.Cmd, bool) {
+	c := m.scr.consent
+	pick := -1
+	switch s {
+	case "left", "up", "shift+tab":
+		m.scr.consentChoice = (m.scr.consentChoice + len(c.Options) - 1) % max(1, len(c.Options))
+		return nil, true
+	case "right", "down", "tab":
+		m.scr.consentChoice = (m.scr.consentChoice + 1) % max(1, len(c.Options))
+		return nil, true
+	case "enter":
+		pick = m.scr.consentChoice
+	case "1", "2", "3":
+		pick = int(s[0] - '1')
+	default:
+		for i, o := range c.Options {
+			if consentKey(o.ID) == s {
+				pick = i
+			}
+		}
+	}
+	if pick < 0 || pick >= len(c.Options) {
+		return nil, false
+	}
+	opt := c.Options[pick].ID
+	req := &protocol.ConsentAnswer{Envelope: protocol.Envelope{T: "consent.answer"}, Session: m.session, Request: c.Request, Option: opt}
+	m.notice("answered " + opt)
+	return m.do("consent", req, ""), true
+}
+
+// cycleFocus is F6: the next surface, then back to the composer.
+func (m *Model) cycleFocus() {
+	ids := m.scr.focusable()
+	if len(ids) == 0 {
+		m.scr.focus = ""
+		m.notice("no surface to focus: nothing is placed")
+		return
+	}
+	i := slices.Index(ids, m.scr.focus)
+	switch {
+	case m.scr.focus == "":
+		m.scr.focus = ids[0]
+	case i < 0 || i == len(ids)-1:
+		m.scr.focus = ""
+	default:
+		m.scr.focus = ids[i+1]
+	}
+	if m.scr.focus != "" {
+		if _, ok := m.scr.cursor[m.scr.focus]; !ok {
+			m.scr.cursor[m.scr.focus] = 0
+		}
+	}
+}
+
+// focusKey acts on the focused surface: Esc, x or Delete dismisses it
+// (for this client and this session only), ↑/↓ move its cursor, Enter
+// commits an action.
+func (m *Model) focusKey(s string) (tea.Cmd, bool) {
+	n := m.scr.nodeByID(m.scr.focus)
+	if n == nil {
+		m.scr.focus = ""
+		return nil, false
+	}
+	switch s {
+	case "esc", "x", "delete":
+		m.scr.dismissed[n.Node] = true
+		m.scr.focus = ""
+		m.notice("dismissed " + SanitizeLine(n.ID) + " on this screen (/ui lists it; another client still draws it)")
+		return nil, true
+	case "up", "k":
+		m.scr.cursor[n.Node] = max(0, m.scr.cursor[n.Node]-1)
+		return nil, true
+	case "down", "j", "tab":
+		m.scr.cursor[n.Node]++
+		return nil, true
+	case "enter", "space":
+		return m.activate(n), true
+	}
+	return nil, false
+}
+
+// activate commits the focused component's action: a button's press, a
+// question's select, a table's select, a form's submit, a link's open.
+func (m *Model) activate(n *node) tea.Cmd {
+	var root struct {
+		Kind kind `json:"kind"`
+	}
+	_ = json.Unmarshal(n.Surface, &root)
+	cur := m.scr.cursor[n.Node]
+	if len(n.Links) > 0 && len(n.Actions) == 0 {
+		return m.openLink(n, n.Links[min(cur, len(n.Links)-1)])
+	}
+	var event string
+	var value any
+	switch root.Kind.T {
+	case "question":
+		event = "select"
+		if cur < len(root.Kind.Choices) {
+			c := root.Kind.Choices[cur]
+			v := c.Value
+			if v == "" {
+				v = c.Label
+			}
+			value = []string{v}
+		}
+	case "table":
+		event = "select"
+		if rows := root.Kind.tableRows(); cur < len(rows) {
+			value = rows[cur]
+		}
+	case "form":
+		event = "submit"
+		vals := map[string]json.RawMessage{}
+		for _, f := range root.Kind.Fields {
+			if len(f.Value) > 0 {
+				vals[f.Name] = f.Value
+			}
+		}
+		value = vals
+	default:
+		event = "press"
+	}
+	action, ok := n.Actions[event]
+	if !ok {
+		if event == "press" && len(n.Actions) == 1 {
+			for _, a := range n.Actions {
+				action = a
+			}
+		} else {
+			m.notice(SanitizeLine(n.ID) + " takes no " + event + " here")
+			return nil
+		}
+	}
+	if n.Stopped {
+		e, _ := n.ext()
+		m.notice(SanitizeLine(n.Owner) + " is stopped, so nothing would hear this: run /ext restart " + SanitizeLine(e))
+		return nil
+	}
+	return m.intent(n, action, value, fmt.Sprintf("sent %s to %s", action, SanitizeLine(n.Owner)))
+}
+
+// uiIntent is the ui.intent request: a committed action on a placed node.
+type uiIntent struct {
+	protocol.Envelope
+	Session string          `json:"session"`
+	Node    string          `json:"node"`
+	Action  string          `json:"action"`
+	Value   json.RawMessage `json:"value,omitempty"`
+}
+
+func (m *Model) intent(n *node, action string, value any, ok string) tea.Cmd {
+	req := &uiIntent{Envelope: protocol.Envelope{T: "ui.intent"}, Session: m.session, Node: n.Node, Action: action}
+	if value != nil {
+		req.Value, _ = json.Marshal(value)
+	}
+	return m.do(action, req, ok)
+}
+
+// openLink follows the host's link rules: only a target the bound tree
+// shows, only http(s) or a path in the workspace; and only on the host's
+// own screen. Attached to a kernel elsewhere it only names the target.
+func (m *Model) openLink(n *node, href string) tea.Cmd {
+	if _, err := component.CheckHref(href); err != nil {
+		m.notice(SanitizeLine(err.Error()))
+		return nil
+	}
+	if !m.opts.Host {
+		m.notice("link " + SanitizeLine(href) + ": this screen is attached to a kernel elsewhere, which never opens links; open it yourself")
+		return nil
+	}
+	return m.intent(n, "open", href, "asked the host to open "+SanitizeLine(href))
+}
+
+// composerKey edits the composer, sends on Enter and runs commands.
+func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
+	m.scr.scroll = 0
+	switch k.String() {
+	case "enter":
+		return m.submit()
+	case "ctrl+j", "alt+enter", "shift+enter":
+		m.input.insert("\n")
+	case "backspace":
+		m.input.backspace()
+	case "delete":
+		m.input.del()
+	case "left":
+		m.input.left()
+	case "right":
+		m.input.right()
+	case "home", "ctrl+a":
+		m.input.home()
+	case "end", "ctrl+e":
+		m.input.end()
+	case "up":
+		if !m.input.multiline() {
+			m.input.prev()
+		}
+	case "down":
+		if !m.input.multiline() {
+			m.input.next()
+		}
+	case "tab":
+		m.complete()
+	case "esc":
+		m.scr.list = nil
+	case "ctrl+u":
+		m.input.set("")
+	default:
+		if k.Text != "" {
+			m.input.insert(k.Text)
+		}
+	}
+	return nil
+}
+
+// complete is Tab: an @mention completes against the workspace's files, a
+// leading / against the commands.
+func (m *Model) complete() {
+	word, start := m.input.currentWord()
+	switch {
+	case strings.HasPrefix(word, "@"):
+		prefix, matches := completeFile(m.workspace(), word[1:])
+		m.input.replaceWord(start, "@"+prefix)
+		if len(matches) > 1 {
+			m.scr.list = append([]string{"files:"}, matches...)
+		}
+	case strings.HasPrefix(word, "/") && start == 0:
+		var matches []string
+		for _, c := range commandNames {
+			if strings.HasPrefix(c, word) {
+				matches = append(matches, c)
+			}
+		}
+		if len(matches) == 1 {
+			m.input.replaceWord(start, matches[0]+" ")
+		} else if len(matches) > 1 {
+			m.scr.list = append([]string{"commands:"}, matches...)
+		}
+	}
+}
+
+func (m *Model) workspace() string {
+	if m.opts.Workspace != "" {
+		return m.opts.Workspace
+	}
+	wd, _ := os.Getwd()
+	return wd
+}
+
+// submit sends the composer's text: a command, a prompt, or (while a run
+// is in flight) a steer.
+func (m *Model) submit() tea.Cmd {
+	text := m.input.take()
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	if strings.HasPrefix(text, "/") {
+		return m.command(strings.TrimSpace(text))
+	}
+	if m.session == "" {
+		m.notice("no session is open yet: wait for it, or run /new")
+		return nil
+	}
+	m.scr.list = nil
+	in := protocol.RunInput{Text: text}
+	root := m.workspace()
+	for _, p := range mentions(root, text) {
+		data, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			m.notice("could not attach @" + SanitizeLine(p) + ": " + SanitizeLine(err.Error()))
+			continue
+		}
+		if len(data) > maxAttachmentBytes {
+			data = data[:maxAttachmentBytes]
+		}
+		in.Attachments = append(in.Attachments, protocol.ContentPart{Type: "text", Text: "File @" + p + ":\n" + string(data)})
+	}
+	cl, ctx, session := m.opts.Client, m.ctx, m.session
+	steer := m.scr.running
+	return func() tea.Msg {
+		var reply protocol.RunSendReply
+		var err error
+		if steer {
+			reply, err = cl.Steer(ctx, session, in)
+		} else {
+			reply, err = cl.Send(ctx, session, in)
+			if err != nil && strings.Contains(err.Error(), "steer") {
+				reply, err = cl.Steer(ctx, session, in)
+			}
+		}
+		if err != nil {
+			return noticeMsg{"could not send: " + SanitizeLine(err.Error())}
+		}
+		return sentMsg{reply: reply}
+	}
+}

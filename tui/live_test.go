@@ -1,0 +1,343 @@
+package tui_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/server"
+	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/tool"
+	"github.com/getorrery/orrery/tui"
+)
+
+// live is a real kernel served on a pipe, a client of it, and a model
+// driven as a program drives it: every command runs, and its message comes
+// back through Update.
+type live struct {
+	t    *testing.T
+	k    *kernel.Kernel
+	cl   *client.Client
+	m    *tui.Model
+	msgs chan tea.Msg
+	quit bool
+}
+
+func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernel.New(kernel.Config{
+		Store: st, Models: models.Resolve, DefaultModel: model, DebugActor: true,
+		Tools:     tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
+		Workspace: tool.Workspace{Root: dir},
+	})
+	if err := k.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Config{Kernel: k, Logger: slog.New(slog.DiscardHandler)})
+	sock := filepath.Join(dir, "k.sock")
+	pl, err := server.ListenPipe(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.ServePipeListener(ctx, pl) }()
+	cl, err := client.Dial(ctx, "pipe:"+sock, client.Options{Client: "tui test",
+		Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning, protocol.DrawSurfaces, protocol.DrawConsent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &live{t: t, k: k, cl: cl, msgs: make(chan tea.Msg, 1024)}
+	o := tui.Options{Client: cl, Workspace: dir}
+	for _, f := range opts {
+		f(&o)
+	}
+	l.m = tui.New(o)
+	l.m.SetSender(func(msg tea.Msg) { l.msgs <- msg })
+	t.Cleanup(func() {
+		l.m.Update(tea.QuitMsg{})
+		cl.Close()
+		stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Close(cctx)
+		<-served
+		k.Close(cctx)
+		st.Close()
+	})
+	l.m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	l.run(l.m.Init())
+	return l
+}
+
+func (l *live) run(cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	go func() {
+		if msg := cmd(); msg != nil {
+			l.msgs <- msg
+		}
+	}()
+}
+
+// until handles messages until the screen satisfies ok.
+func (l *live) until(what string, ok func(string) bool) string {
+	l.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		s := l.m.Screen()
+		if ok(s) {
+			return s
+		}
+		select {
+		case msg := <-l.msgs:
+			if _, isQuit := msg.(tea.QuitMsg); isQuit {
+				l.quit = true
+			}
+			_, cmd := l.m.Update(msg)
+			l.run(cmd)
+		case <-deadline:
+			l.t.Fatalf("the screen never showed %s:\n%s", what, s)
+		}
+	}
+}
+
+func contains(subs ...string) func(string) bool {
+	return func(s string) bool {
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func (l *live) typeText(s string) {
+	for _, r := range s {
+		l.press(tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+}
+
+func (l *live) press(k tea.KeyPressMsg) {
+	_, cmd := l.m.Update(k)
+	l.run(cmd)
+}
+
+var (
+	keyEnter = tea.KeyPressMsg{Code: tea.KeyEnter}
+	keyCtrlC = tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	keyF6    = tea.KeyPressMsg{Code: tea.KeyF6}
+	keyEsc   = tea.KeyPressMsg{Code: tea.KeyEscape}
+)
+
+// TestSteerThenCancel types into a run in flight (a steer, logged as one),
+// cancels it with Ctrl-C, and quits with a second Ctrl-C.
+func TestSteerThenCancel(t *testing.T) {
+	chunks := make([]string, 400)
+	for i := range chunks {
+		chunks[i] = "tok "
+	}
+	script := filepath.Join(t.TempDir(), "slow.json")
+	data, _ := json.Marshal(map[string]any{"turns": []any{
+		map[string]any{"text": chunks, "delay_ms": 20},
+		map[string]any{"text": []string{"after the steer"}},
+	}})
+	if err := os.WriteFile(script, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "script:"+script)
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("go slowly")
+	l.press(keyEnter)
+	l.until("the run in flight", contains("› go slowly", "tok tok", "running", "Enter steers the run"))
+	l.typeText("turn left")
+	l.press(keyEnter)
+	l.until("the steer in the thread", contains("› turn left", "steered the run in flight"))
+
+	l.press(keyCtrlC)
+	l.until("the run cancelled", contains("the run was cancelled", "idle"))
+	if l.quit {
+		t.Fatal("the first Ctrl-C quit; it must only cancel the run")
+	}
+	// The log holds the steer as a steer.
+	sess, err := l.k.Session(context.Background(), sessionOf(t, l.m.Screen()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, err := sess.Read(context.Background(), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steered := false
+	for _, f := range fs {
+		if strings.Contains(string(f.Data), `"steer":true`) && strings.Contains(string(f.Data), "turn left") {
+			steered = true
+		}
+	}
+	if !steered {
+		t.Error("the log has no orrery.user.message with steer true for \"turn left\"")
+	}
+	_, cmd := l.m.Update(keyCtrlC)
+	if cmd == nil {
+		t.Fatal("a second Ctrl-C with no run in flight did nothing; want it to quit")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Error("a second Ctrl-C with no run in flight did not quit")
+	}
+}
+
+// sessionOf reads the session id from the status line.
+func sessionOf(t *testing.T, screen string) string {
+	t.Helper()
+	i := strings.Index(screen, "ses_")
+	if i < 0 {
+		t.Fatalf("no session id on the screen:\n%s", screen)
+	}
+	id := screen[i:]
+	if j := strings.IndexAny(id, " ·"); j >= 0 {
+		id = id[:j]
+	}
+	return id
+}
+
+// TestConsentAndDismiss answers a consent request with the keys, then
+// focuses the chart with F6 and dismisses it with Esc on this screen only.
+func TestConsentAndDismiss(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("show me a chart of apples pears")
+	l.press(keyEnter)
+	l.until("the chart", contains("┌ Letters per word", "apples █"))
+	l.until("the run's end", contains("idle"))
+
+	l.typeText("run `echo hi`")
+	l.press(keyEnter)
+	l.until("the consent prompt", contains("⚠ CONSENT", "[n] Deny"))
+	l.press(tea.KeyPressMsg{Code: 'n', Text: "n"})
+	l.until("the denial", contains("consent denied", "idle"))
+	s := l.m.Screen()
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, "│ hi ") && strings.TrimSpace(strings.Split(line, "│ hi ")[1]) == "│" {
+			t.Errorf("the command ran though consent was denied:\n%s", s)
+		}
+	}
+	if !strings.Contains(s, "the person denied this call") {
+		t.Errorf("the shell call's result does not say it was denied:\n%s", s)
+	}
+
+	l.press(keyF6)
+	l.until("the focused pane", contains("┏ Letters per word"))
+	l.press(keyEsc)
+	s = l.until("the pane dismissed", func(s string) bool { return !strings.Contains(s, "Letters per word") })
+	if !strings.Contains(s, "dismissed offline-chart on this screen") {
+		t.Errorf("no notice of the dismissal:\n%s", s)
+	}
+	// Dismissal is this client's: the kernel still holds the node.
+	l.typeText("/ui")
+	l.press(keyEnter)
+	l.until("the /ui list", contains("offline-chart", "dismissed here"))
+}
+
+// TestLayoutCommands moves the agent's chart with /ui move, then hides it
+// with /ui hide; both go to the kernel, so the state (and every client)
+// changes.
+func TestLayoutCommands(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("show me a chart of apples pears")
+	l.press(keyEnter)
+	l.until("the chart in the pane", contains("┌ Letters per word", "idle"))
+	l.typeText("/ui move offline-chart band")
+	l.press(keyEnter)
+	l.until("the chart in the band", func(s string) bool {
+		return strings.Contains(s, "▸ Letters per word [agent]") && !strings.Contains(s, "┌ Letters per word")
+	})
+	l.typeText("/ui move nosuch band")
+	l.press(keyEnter)
+	l.until("the refusal", contains("nothing placed is called nosuch: /ui lists what is"))
+	l.typeText("/ui hide offline-chart")
+	l.press(keyEnter)
+	l.until("the chart gone", func(s string) bool { return !strings.Contains(s, "Letters per word [agent]") })
+	l.typeText("/ui")
+	l.press(keyEnter)
+	l.until("an empty /ui", contains("nothing is placed now"))
+}
+
+// TestResumePicker opens the picker, resumes the older session and
+// redraws it from its log.
+func TestResumePicker(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("first session words")
+	l.press(keyEnter)
+	l.until("the answer", contains(`You said: "first session words"`, "idle"))
+	first := sessionOf(t, l.m.Screen())
+	l.typeText("/new")
+	l.press(keyEnter)
+	l.until("a new session", func(s string) bool { return !strings.Contains(s, first) && strings.Contains(s, "ses_") })
+
+	m := tui.New(tui.Options{Client: l.cl, Resume: true})
+	l.m = m
+	m.SetSender(func(msg tea.Msg) { l.msgs <- msg })
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+	l.run(m.Init())
+	s := l.until("the picker", contains("Resume a session", first))
+	// Sessions are listed newest first: move down to the first one.
+	if i, j := strings.Index(s, first), strings.Index(s, "❯ "); i < j {
+		t.Fatalf("the picker does not list the newest session first:\n%s", s)
+	}
+	l.press(tea.KeyPressMsg{Code: tea.KeyDown})
+	l.press(keyEnter)
+	l.until("the first session redrawn from its log", contains("orrery · "+first, "› first session words", `You said: "first session words"`))
+}
+
+// TestMentionAttachesFile completes an @mention with Tab and sends the
+// file as an attachment.
+func TestMentionAttachesFile(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("the secret is 42"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "offline", func(o *tui.Options) { o.Workspace = ws })
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("read @no")
+	l.press(tea.KeyPressMsg{Code: tea.KeyTab})
+	l.until("the completed mention", contains("› read @notes.txt"))
+	l.press(keyEnter)
+	s := l.until("the answer", contains("› read @notes.txt", "idle", "You said"))
+	sess, err := l.k.Session(context.Background(), sessionOf(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _, err := sess.Read(context.Background(), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range fs {
+		if strings.Contains(string(f.Data), "orrery.user.message") && strings.Contains(string(f.Data), "File @notes.txt:\\nthe secret is 42") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no user message in the log carries notes.txt as an attachment")
+	}
+}

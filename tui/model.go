@@ -1,0 +1,661 @@
+// Package tui is Orrery's terminal UI, the host's own screen that bare
+// `orrery` opens: a thread that streams in the middle, the composer at the
+// bottom, panes, a band and a footer that extensions and the agent fill
+// with live surfaces and components, consent prompts drawn in the host's own
+// style, and steering and cancel from the keyboard.
+//
+// It talks to a kernel only through the Go client (package client): it
+// attaches to a session, folds its frames into a client.State and draws
+// what the state holds. Every piece of text from an agent, an extension or a
+// tool passes through Sanitize before it is drawn.
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// FrameInterval is the shortest time between two draws of new frames: a
+// fast stream is coalesced into at most one draw per interval, so the
+// screen never falls behind the log.
+const FrameInterval = time.Second / 60
+
+// Options configure the TUI.
+type Options struct {
+	// Client is the connection to the kernel. The TUI does not close it.
+	Client *client.Client
+	// Session is the session to open, redrawn from its log; empty starts
+	// a new one (or opens the picker with Resume).
+	Session string
+	// Resume opens the session picker when Session is empty.
+	Resume bool
+	// Host is set when this screen is the host's own (bare orrery on an
+	// embedded kernel): links open here. Attached to a kernel elsewhere,
+	// a link is only shown as a notice naming its target.
+	Host bool
+	// Workspace is the directory @mentions complete against.
+	Workspace string
+	// Model names the model new sessions use ("" for the kernel's default).
+	Model string
+	// Logger receives the TUI's logs; nil discards them. It must not write
+	// to the terminal the TUI draws on.
+	Logger *slog.Logger
+	// Graphics is the terminal's graphics protocol (DetectGraphics): with
+	// one, image surfaces in panes are drawn as pictures; without, as
+	// their alt.
+	Graphics string
+}
+
+// Run runs the TUI on in and out until the person quits or ctx ends.
+func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer, extra ...tea.ProgramOption) error {
+	m := New(opts)
+	popts := append([]tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out)}, extra...)
+	p := tea.NewProgram(m, popts...)
+	m.send = p.Send
+	_, err := p.Run()
+	m.close()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("run the terminal UI: %w", err)
+	}
+	return m.err
+}
+
+// Model is the TUI's bubbletea model. Build it with New.
+type Model struct {
+	opts Options
+	log  *slog.Logger
+	send func(tea.Msg)
+	ctx  context.Context
+	stop context.CancelFunc
+
+	session string
+	feed    *feed
+	state   *client.State
+	order   map[string]int
+	stopped map[string]bool // extension ids the kernel said stopped
+	binder  binder
+
+	scr   screen
+	input composer
+
+	runID      string
+	cancelSent bool
+	lastApply  time.Time
+	applyDue   bool
+	// OnDraw, when set, is called after each draw with the time the oldest
+	// frame in it arrived (zero when the draw had no new frame).
+	OnDraw  func(arrived time.Time)
+	drawnAt time.Time
+
+	// images are the pictures on the terminal now; imagesDirty is set by a
+	// draw that wants others.
+	images      []imagePlacement
+	imagesDirty bool
+
+	err error
+}
+
+// New returns a model for opts. Run drives it; tests may drive it
+// directly with Update and View.
+func New(opts Options) *Model {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Model{
+		opts: opts, log: log, ctx: ctx, stop: stop,
+		state: client.NewState(), order: map[string]int{}, stopped: map[string]bool{},
+		send: func(tea.Msg) {},
+	}
+	m.scr = screen{
+		width: 80, height: 24,
+		dismissed: map[string]bool{}, cursor: map[string]int{},
+		md: &markdown{}, graphics: opts.Graphics,
+	}
+	m.input.hpos = 0
+	m.updateStatus()
+	return m
+}
+
+// SetSender sets how the model's background work (the frame feed, replies)
+// reaches it: a program's Send. Run sets it.
+func (m *Model) SetSender(send func(tea.Msg)) { m.send = send }
+
+func (m *Model) close() {
+	m.stop()
+	if m.feed != nil {
+		m.feed.close()
+	}
+}
+
+// Messages of the model.
+type (
+	// wakeMsg says frames wait in the feed of generation gen.
+	wakeMsg struct{ gen int }
+	// applyMsg is the deferred draw of frames that came early.
+	applyMsg struct{ gen int }
+	// attachedMsg is a session attached.
+	attachedMsg struct {
+		session string
+		feed    *feed
+	}
+	// noticeMsg is a line for the person.
+	noticeMsg struct{ text string }
+	// listMsg replaces the listing drawn under the thread.
+	listMsg struct{ lines []string }
+	// sessionsMsg opens the picker.
+	sessionsMsg struct{ list []protocol.SessionSummary }
+	// sentMsg is a run.send answered.
+	sentMsg struct{ reply protocol.RunSendReply }
+	// feedErrMsg is a stream that failed for good.
+	feedErrMsg struct{ err error }
+)
+
+// Init starts by attaching (or opening the picker).
+func (m *Model) Init() tea.Cmd {
+	var cmd tea.Cmd
+	switch {
+	case m.opts.Session != "":
+		cmd = m.attachCmd(m.opts.Session)
+	case m.opts.Resume:
+		cmd = m.sessionsCmd()
+	default:
+		cmd = m.newSessionCmd(m.opts.Model)
+	}
+	if m.opts.Graphics != GraphicsNone {
+		return tea.Batch(cmd, imageTick())
+	}
+	return cmd
+}
+
+// imageTickMsg makes sure pictures a draw placed reach the terminal even
+// when no other message follows the draw.
+type imageTickMsg struct{}
+
+// imageInterval is how often the pictures are checked.
+const imageInterval = 200 * time.Millisecond
+
+func imageTick() tea.Cmd {
+	return tea.Tick(imageInterval, func(time.Time) tea.Msg { return imageTickMsg{} })
+}
+
+// Update handles one message; when the last draw placed pictures other
+// than those on the terminal, it also draws them.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	if _, ok := msg.(imageTickMsg); ok {
+		cmd = imageTick()
+	} else {
+		_, cmd = m.update(msg)
+	}
+	if m.imagesDirty {
+		m.imagesDirty = false
+		m.images = append(m.images[:0], m.scr.images...)
+		seq := imageSequence(m.opts.Graphics, m.images, true)
+		return m, tea.Batch(cmd, tea.Raw(seq))
+	}
+	return m, cmd
+}
+
+// feed carries frames from a stream's reader goroutine to the model,
+// coalescing them: the reader appends, and wakes the model only when it is
+// not already due to take them.
+type feed struct {
+	gen    int
+	stream *client.Stream
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards the fields below
+	frames  []client.Frame
+	arrived time.Time // when the oldest waiting frame arrived
+	woke    bool
+	err     error
+}
+
+var feedGen struct {
+	sync.Mutex
+	n int
+}
+
+func nextGen() int {
+	feedGen.Lock()
+	defer feedGen.Unlock()
+	feedGen.n++
+	return feedGen.n
+}
+
+func (f *feed) close() {
+	f.cancel()
+	f.stream.Close()
+}
+
+// push adds a frame and reports whether the model must be woken.
+func (f *feed) push(fr client.Frame) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.frames) == 0 {
+		f.arrived = time.Now()
+	}
+	f.frames = append(f.frames, fr)
+	if f.woke {
+		return false
+	}
+	f.woke = true
+	return true
+}
+
+// take returns every waiting frame and when the oldest arrived.
+func (f *feed) take() ([]client.Frame, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fr, at, err := f.frames, f.arrived, f.err
+	f.frames, f.woke = nil, false
+	return fr, at, err
+}
+
+// read runs on its own goroutine: it reads the stream until it ends.
+func (f *feed) read(ctx context.Context, send func(tea.Msg)) {
+	for {
+		fr, err := f.stream.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, client.ErrClosed) {
+				send(feedErrMsg{err: err})
+			}
+			return
+		}
+		if f.push(fr) {
+			send(wakeMsg{gen: f.gen})
+		}
+	}
+}
+
+// Push hands frames to the model as the stream reader does; benchmarks
+// and tests use it to feed a model without a connection. It returns the
+// message to give Update, or nil when a wake is already due.
+func (m *Model) Push(frames ...client.Frame) tea.Msg {
+	if m.feed == nil {
+		m.feed = &feed{gen: nextGen(), cancel: func() {}}
+	}
+	wake := false
+	for _, fr := range frames {
+		if m.feed.push(fr) {
+			wake = true
+		}
+	}
+	if wake {
+		return applyMsg{gen: m.feed.gen}
+	}
+	return nil
+}
+
+func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.scr.width, m.scr.height = msg.Width, msg.Height
+		return m, nil
+	case wakeMsg:
+		if m.feed == nil || msg.gen != m.feed.gen {
+			return m, nil
+		}
+		if wait := FrameInterval - time.Since(m.lastApply); wait > 0 {
+			if !m.applyDue {
+				m.applyDue = true
+				gen := msg.gen
+				return m, tea.Tick(wait, func(time.Time) tea.Msg { return applyMsg{gen: gen} })
+			}
+			return m, nil
+		}
+		m.apply()
+		return m, nil
+	case applyMsg:
+		if m.feed != nil && msg.gen == m.feed.gen {
+			m.applyDue = false
+			m.apply()
+		}
+		return m, nil
+	case attachedMsg:
+		if m.feed != nil {
+			m.feed.close()
+		}
+		m.resetSession(msg.session)
+		m.feed = msg.feed
+		go msg.feed.read(m.ctx, m.send)
+		return m, nil
+	case noticeMsg:
+		m.notice(msg.text)
+		return m, nil
+	case listMsg:
+		m.scr.list = msg.lines
+		m.scr.scroll = 0
+		return m, nil
+	case sessionsMsg:
+		m.scr.picker = &picker{sessions: msg.list}
+		return m, nil
+	case sentMsg:
+		if msg.reply.Target == protocol.TargetSteer {
+			m.notice("steered the run in flight")
+		}
+		return m, nil
+	case feedErrMsg:
+		m.notice("the connection to the kernel is lost (" + SanitizeLine(msg.err.Error()) + "): restart orrery to reconnect")
+		return m, nil
+	case tea.PasteMsg:
+		m.input.insert(msg.Content)
+		return m, nil
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+// View draws the screen.
+func (m *Model) View() tea.View {
+	m.scr.input = m.input.lines(max(1, m.scr.width-2), m.scr.focus == "" && m.scr.picker == nil && m.scr.consent == nil)
+	v := tea.NewView(m.scr.draw())
+	if m.opts.Graphics != GraphicsNone && !samePlacements(m.images, m.scr.images) {
+		m.imagesDirty = true
+	}
+	v.AltScreen = true
+	v.WindowTitle = "orrery"
+	if m.OnDraw != nil {
+		m.OnDraw(m.drawnAt)
+		m.drawnAt = time.Time{}
+	}
+	return v
+}
+
+// Screen returns what View draws, as plain text: escape sequences
+// removed. Tests compare it.
+func (m *Model) Screen() string {
+	m.scr.input = m.input.lines(max(1, m.scr.width-2), m.scr.focus == "" && m.scr.picker == nil && m.scr.consent == nil)
+	return Sanitize(m.scr.draw())
+}
+
+// resetSession empties what the model holds for a new session.
+func (m *Model) resetSession(id string) {
+	m.session = id
+	m.state = client.NewState()
+	m.order = map[string]int{}
+	m.binder = binder{}
+	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
+	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
+	m.scr.dismissed = map[string]bool{}
+	m.scr.focus, m.scr.scroll = "", 0
+	m.scr.running, m.runID, m.cancelSent = false, "", false
+	m.updateStatus()
+}
+
+// apply folds every waiting frame in and redraws once.
+func (m *Model) apply() {
+	frames, arrived, _ := m.feed.take()
+	m.lastApply = time.Now()
+	if len(frames) == 0 {
+		return
+	}
+	if m.drawnAt.IsZero() {
+		m.drawnAt = arrived
+	}
+	docChanged := false
+	// Runs of STATE_DELTA are applied as one patch: the reducer decodes
+	// and encodes the whole document once per patch, so a pane that
+	// streams 1,000 chunks a second costs one pass per draw, not one per
+	// chunk. Ops apply in the same order; if the joined patch fails, each
+	// delta is applied alone, as it would have been.
+	var deltas []*protocol.StateDelta
+	flush := func() {
+		switch len(deltas) {
+		case 0:
+			return
+		case 1:
+			m.applyEvent(deltas[0])
+		default:
+			var ops []protocol.PatchOp
+			for _, d := range deltas {
+				ops = append(ops, d.Delta...)
+			}
+			if err := m.state.ApplyEvent(&protocol.StateDelta{Delta: ops}); err != nil {
+				for _, d := range deltas {
+					m.applyEvent(d)
+				}
+			}
+		}
+		deltas = deltas[:0]
+	}
+	for _, f := range frames {
+		ev := f.Event
+		if ev == nil {
+			var err error
+			if ev, err = protocol.DecodeEvent(f.Data); err != nil {
+				continue // unknown to this client: skip it
+			}
+		}
+		if d, ok := ev.(*protocol.StateDelta); ok {
+			deltas = append(deltas, d)
+			docChanged = true
+			continue
+		}
+		flush()
+		m.applyEvent(ev)
+		switch e := ev.(type) {
+		case *protocol.StateSnapshot:
+			docChanged = true
+		case *protocol.RunStarted:
+			m.scr.running, m.runID, m.cancelSent = true, e.RunID, false
+		case *protocol.RunFinished:
+			m.runEnded()
+			if e.Outcome != nil && e.Outcome.Type == "cancelled" {
+				m.notice("the run was cancelled")
+			}
+		case *protocol.RunError:
+			m.runEnded()
+			m.notice("the run failed: " + SanitizeLine(e.Message))
+		case *protocol.TextMessageStart:
+			m.scr.streaming = e.MessageID
+		case *protocol.TextMessageContent:
+			m.scr.streaming = e.MessageID
+		case *protocol.TextMessageEnd:
+			if m.scr.streaming == e.MessageID {
+				m.scr.streaming = ""
+			}
+		case *protocol.Custom:
+			m.custom(e)
+		}
+	}
+	flush()
+	m.scr.messages = m.state.Messages()
+	if docChanged {
+		m.readDoc()
+	}
+	m.updateStatus()
+}
+
+func (m *Model) applyEvent(ev protocol.Event) {
+	if err := m.state.ApplyEvent(ev); err != nil {
+		m.log.Warn("apply frame", "type", ev.Header().Type, "err", err)
+	}
+}
+
+func (m *Model) runEnded() {
+	m.scr.running, m.runID, m.cancelSent = false, "", false
+	m.scr.streaming = ""
+	m.scr.consent = nil
+}
+
+// custom handles Orrery's own events; unknown names are ignored.
+func (m *Model) custom(e *protocol.Custom) {
+	switch e.Name {
+	case "orrery.placed":
+		var p struct {
+			ID    string `json:"id"`
+			Owner string `json:"owner"`
+		}
+		if json.Unmarshal(e.Value, &p) == nil {
+			id := "placed:" + p.Owner + ":" + p.ID
+			if _, ok := m.order[id]; !ok {
+				m.order[id] = len(m.order) + 1
+			}
+		}
+	case "orrery.consent.requested":
+		var c consentReq
+		if json.Unmarshal(e.Value, &c) == nil && c.Request != "" {
+			m.scr.consent, m.scr.consentChoice = &c, 0
+		}
+	case "orrery.consent.resolved":
+		var r struct {
+			Request, Outcome, Option string
+		}
+		if json.Unmarshal(e.Value, &r) == nil && m.scr.consent != nil && m.scr.consent.Request == r.Request {
+			m.scr.consent = nil
+			m.notice("consent " + SanitizeLine(r.Outcome))
+		}
+	case "orrery.notice":
+		var n struct {
+			Ext   string `json:"ext"`
+			Level string `json:"level"`
+			Text  string `json:"text"`
+			State string `json:"state"`
+		}
+		if json.Unmarshal(e.Value, &n) == nil {
+			who := "orrery"
+			if n.Ext != "" {
+				who = "ext:" + n.Ext
+				if n.State == "stopped" {
+					m.stopped[n.Ext] = true
+				} else if n.State != "" {
+					delete(m.stopped, n.Ext)
+				}
+			}
+			m.notice(SanitizeLine(who) + ": " + SanitizeLine(n.Text))
+		}
+	}
+}
+
+// readDoc rereads the placed nodes and this turn's surfaces.
+func (m *Model) readDoc() {
+	var d doc
+	if raw := m.state.Shared(); raw != nil {
+		if err := json.Unmarshal(raw, &d); err != nil {
+			m.log.Warn("read the shared state", "err", err)
+			return
+		}
+	}
+	m.scr.nodes = parseNodes(&d, &m.binder, m.order, m.stopped)
+	m.scr.surfaces = d.Surfaces
+	if m.scr.focus != "" && m.scr.nodeByID(m.scr.focus) == nil {
+		m.scr.focus = ""
+	}
+}
+
+// notice adds a line for the person under the thread (the last few stay).
+func (m *Model) notice(s string) {
+	m.scr.notices = append(m.scr.notices, s)
+	if len(m.scr.notices) > 4 {
+		m.scr.notices = m.scr.notices[len(m.scr.notices)-4:]
+	}
+	m.scr.scroll = 0
+}
+
+func (m *Model) updateStatus() {
+	state := "idle"
+	if m.scr.running {
+		state = "running"
+	}
+	if m.scr.consent != nil {
+		state = "waiting for your answer"
+	}
+	sess := m.session
+	if sess == "" {
+		sess = "no session"
+	}
+	where := "attached"
+	if m.opts.Host {
+		where = "host"
+	}
+	m.scr.status = fmt.Sprintf("orrery · %s · %s · %s · /ui /sessions /new /cost · F6 panes", sess, where, state)
+}
+
+// attachCmd attaches to session from its first frame, so the whole log
+// redraws the screen.
+func (m *Model) attachCmd(session string) tea.Cmd {
+	cl := m.opts.Client
+	ctx := m.ctx
+	return func() tea.Msg {
+		since := uint64(0)
+		sctx, cancel := context.WithCancel(ctx)
+		st, err := cl.Attach(sctx, session, &since)
+		if err != nil {
+			cancel()
+			return noticeMsg{"could not open session " + session + ": " + SanitizeLine(err.Error())}
+		}
+		return attachedMsg{session: session, feed: &feed{gen: nextGen(), stream: st, cancel: cancel}}
+	}
+}
+
+func (m *Model) newSessionCmd(model string) tea.Cmd {
+	cl := m.opts.Client
+	ctx := m.ctx
+	cwd := m.opts.Workspace
+	return func() tea.Msg {
+		id, err := cl.NewSession(ctx, protocol.SessionNew{Cwd: cwd, Model: model})
+		if err != nil {
+			return noticeMsg{"could not start a session: " + SanitizeLine(err.Error())}
+		}
+		return m.attachCmd(id)()
+	}
+}
+
+func (m *Model) sessionsCmd() tea.Cmd {
+	cl := m.opts.Client
+	ctx := m.ctx
+	return func() tea.Msg {
+		list, err := cl.Sessions(ctx)
+		if err != nil {
+			return noticeMsg{"could not list the sessions: " + SanitizeLine(err.Error())}
+		}
+		return sessionsMsg{list: list}
+	}
+}
+
+// do sends one request in the background; a refusal becomes a notice.
+func (m *Model) do(what string, req protocol.Request, ok string) tea.Cmd {
+	cl := m.opts.Client
+	ctx := m.ctx
+	return func() tea.Msg {
+		if _, err := cl.Do(ctx, req); err != nil {
+			return noticeMsg{what + ": " + SanitizeLine(err.Error())}
+		}
+		if ok == "" {
+			return nil
+		}
+		return noticeMsg{ok}
+	}
+}
+
+// samePlacements reports whether two draws place the same pictures.
+func samePlacements(a, b []imagePlacement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].node != b[i].node || a[i].row != b[i].row || a[i].col != b[i].col ||
+			a[i].cols != b[i].cols || a[i].rows != b[i].rows || len(a[i].data) != len(b[i].data) {
+			return false
+		}
+	}
+	return true
+}

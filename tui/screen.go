@@ -1,0 +1,493 @@
+package tui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"charm.land/lipgloss/v2"
+
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
+)
+
+// consentReq is a pending consent request, from orrery.consent.requested.
+type consentReq struct {
+	Request string `json:"request"`
+	Tool    string `json:"tool"`
+	Subject string `json:"subject"`
+	Rule    string `json:"rule"`
+	Args    json.RawMessage
+	Options []struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+	} `json:"options"`
+}
+
+// screen is everything the TUI draws, and draw turns it into lines. It
+// holds no connection: the model fills it from the session's frames and the
+// person's keys, so a golden test can draw one from frames alone.
+type screen struct {
+	width, height int
+
+	messages []protocol.Message
+	// streaming is the id of the message whose text is still arriving.
+	streaming string
+	nodes     []*node
+	surfaces  map[string]json.RawMessage // this turn's surfaces, by id
+	dismissed map[string]bool            // node ids this client dismissed
+	focus     string                     // the focused node id, "" for the composer
+	cursor    map[string]int             // the chosen row of each node
+
+	consent       *consentReq
+	consentChoice int
+
+	notices []string
+	input   []string // the composer's lines, as it draws them
+	status  string
+	running bool
+	scroll  int // thread lines scrolled up from the end
+
+	picker *picker  // the session picker, when open
+	list   []string // a listing (/ui, /ext, /cost) drawn over the thread
+
+	md     *markdown
+	thread threadCache
+	drawn  map[string]nodeDraw // by node id
+
+	graphics string           // the terminal's graphics protocol
+	images   []imagePlacement // the images the last draw placed
+	decoded  map[string]decodedImage
+}
+
+// decodedImage is an image node's decoded bytes and the surface they came from.
+type decodedImage struct {
+	surface []byte
+	data    []byte
+	err     error
+}
+
+// imageOf returns the bytes of an image node for the terminal's protocol.
+func (s *screen) imageOf(n *node) ([]byte, bool) {
+	if s.graphics == GraphicsNone {
+		return nil, false
+	}
+	if d, ok := s.decoded[n.Node]; ok && bytes.Equal(d.surface, n.Surface) {
+		return d.data, d.err == nil
+	}
+	var sf surface
+	if err := json.Unmarshal(n.Surface, &sf); err != nil || sf.Kind.T != ui.KindImage {
+		return nil, false
+	}
+	data, err := imageBytes(&sf.Kind, s.graphics)
+	if s.decoded == nil {
+		s.decoded = make(map[string]decodedImage)
+	}
+	s.decoded[n.Node] = decodedImage{surface: bytes.Clone(n.Surface), data: data, err: err}
+	return data, err == nil
+}
+
+// threadCache keeps the lines of each finished message at a width.
+type threadCache struct {
+	w     int
+	lines map[string]cachedLines
+}
+
+type cachedLines struct {
+	n     int // len of the source
+	lines []string
+}
+
+// Host styles: the input, consent and trust prompts are drawn with these
+// and nothing else uses them. A surface's text is always framed inside its
+// box, one cell in from the edge, and loses every escape sequence, so it
+// cannot take them.
+var (
+	hostConsent = lipgloss.NewStyle().Bold(true).Reverse(true).Foreground(lipgloss.Color("3"))
+	hostInput   = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("6"))
+	hostStatus  = lipgloss.NewStyle().Reverse(true)
+	styleUser   = lipgloss.NewStyle().Bold(true)
+	styleNotice = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+)
+
+// visible returns the nodes drawn at placement p, dismissed ones left out.
+func (s *screen) visible(p string) []*node {
+	var out []*node
+	for _, n := range s.nodes {
+		if n.Placement == p && !s.dismissed[n.Node] && n.Owner != string(ui.OwnerHost) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// focusable returns the node ids F6 moves through, in screen order.
+func (s *screen) focusable() []string {
+	var out []string
+	for _, p := range []string{string(ui.PaneLeft), string(ui.PaneRight), string(ui.Band), string(ui.Footer), string(ui.Inline)} {
+		for _, n := range s.visible(p) {
+			out = append(out, n.Node)
+		}
+	}
+	return out
+}
+
+func (s *screen) nodeByID(id string) *node {
+	for _, n := range s.nodes {
+		if n.Node == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// draw returns the screen, exactly height lines of width cells.
+func (s *screen) draw() string {
+	w, h := s.width, s.height
+	if w < 10 || h < 6 {
+		return strings.Join(blank(w, h), "\n")
+	}
+	left, right := s.visible(string(ui.PaneLeft)), s.visible(string(ui.PaneRight))
+	lay := ComputeLayout(w, len(left) > 0, len(right) > 0)
+
+	// The band: its own nodes, then the panes that folded.
+	bandNodes := s.visible(string(ui.Band))
+	if lay.FoldLeft {
+		bandNodes = append(bandNodes, left...)
+	}
+	if lay.FoldRight {
+		bandNodes = append(bandNodes, right...)
+	}
+	band := s.rows(bandNodes, w, MaxBandRows, "band")
+	footer := s.rows(s.visible(string(ui.Footer)), w, MaxFooterRows, "footer")
+	consent := s.drawConsent(w)
+	input := s.drawInput(w)
+	status := []string{hostStatus.Render(fit(" "+s.status, w))}
+
+	mid := h - len(band) - len(footer) - len(consent) - len(input) - len(status)
+	if mid < 1 {
+		// Too short: the thread keeps one row, the band and footer give way.
+		band, footer = nil, nil
+		mid = max(1, h-len(consent)-len(input)-len(status))
+	}
+
+	var middle []string
+	s.images = s.images[:0]
+	threadLines := s.drawThread(lay.Thread, mid)
+	var blocks [][]string
+	if lay.Left > 0 {
+		blocks = append(blocks, s.drawPane(left, lay.Left, mid, len(band), 0))
+	}
+	blocks = append(blocks, threadLines)
+	if lay.Right > 0 {
+		blocks = append(blocks, s.drawPane(right, lay.Right, mid, len(band), lay.Left+lay.Thread))
+	}
+	middle = columns(mid, blocks...)
+
+	var out []string
+	out = append(out, band...)
+	out = append(out, middle...)
+	out = append(out, consent...)
+	out = append(out, input...)
+	out = append(out, footer...)
+	out = append(out, status...)
+	if len(out) > h {
+		out = out[len(out)-h:]
+	}
+	for len(out) < h {
+		out = append(out, strings.Repeat(" ", w))
+	}
+	return strings.Join(out, "\n")
+}
+
+// rows draws nodes one per row (band, footer): a marker, the title, the
+// owner label and the first line of the surface. Past max rows the last
+// row says how many more wait.
+func (s *screen) rows(nodes []*node, w, maxRows int, what string) []string {
+	var out []string
+	for i, n := range nodes {
+		if i == maxRows-1 && len(nodes) > maxRows {
+			more := fmt.Sprintf("+%d more (/ui lists them)", len(nodes)-i)
+			out = append(out, styleDim.Render(fit(" "+more, w)))
+			break
+		}
+		mark := "▸"
+		if n.Node == s.focus {
+			mark = "▶"
+		}
+		head := mark + " " + SanitizeLine(n.Title) + " [" + ownerLabel(n) + "] "
+		if n.Stopped {
+			head = mark + " " + SanitizeLine(n.Title) + " [" + ownerLabel(n) + " stopped: /ext restart " + strings.TrimPrefix(n.Owner, "ext:") + "] "
+		}
+		body := oneLineOf(n, w, s.md)
+		line := fit(head+body, w)
+		if n.Stopped {
+			line = styleDim.Render(Sanitize(line))
+		} else if n.Node == s.focus {
+			line = styleBold.Render(line)
+		}
+		out = append(out, line)
+	}
+	_ = what
+	return out
+}
+
+// drawPane draws the nodes of one pane, stacked, each in its own box; the
+// pane's top-left cell is at row0, col0 on the screen.
+func (s *screen) drawPane(nodes []*node, w, h, row0, col0 int) []string {
+	if len(nodes) == 0 {
+		return blank(w, h)
+	}
+	// Each node gets an equal share, at least 3 rows; the rest wait.
+	n := min(len(nodes), max(1, h/3))
+	var out []string
+	for i := range n {
+		bh := h / n
+		if i == n-1 {
+			bh = h - len(out)
+		}
+		nd := nodes[i]
+		title := SanitizeLine(nd.Title)
+		if i == n-1 && n < len(nodes) {
+			title += fmt.Sprintf(" (+%d more)", len(nodes)-n)
+		}
+		if data, ok := s.imageOf(nd); ok && w > 4 && bh > 2 {
+			s.images = append(s.images, imagePlacement{node: nd.Node, row: row0 + len(out) + 1, col: col0 + 2, cols: w - 4, rows: bh - 2, data: data})
+		}
+		content := s.drawNode(nd, w-4, bh-2)
+		label := ownerLabel(nd)
+		if nd.Stopped {
+			label += " stopped"
+		}
+		out = append(out, box(title, label, content, w, bh, nd.Node == s.focus, nd.Stopped)...)
+	}
+	return out
+}
+
+// nodeDraw is a node's last drawing and what it was drawn from.
+type nodeDraw struct {
+	surface   []byte
+	err       string
+	w, h, cur int
+	stopped   bool
+	lines     []string
+}
+
+// drawNode draws one node's content in w cells and at most h rows,
+// reusing the last drawing while nothing it depends on changed: a token
+// in the thread does not redraw the panes.
+func (s *screen) drawNode(n *node, w, h int) []string {
+	cur, ok := s.cursor[n.Node]
+	if !ok || n.Node != s.focus {
+		cur = -1
+	}
+	if d, ok := s.drawn[n.Node]; ok && d.w == w && d.h == h && d.cur == cur && d.stopped == n.Stopped && d.err == n.Err && bytes.Equal(d.surface, n.Surface) {
+		return d.lines
+	}
+	lines := s.drawNodeFresh(n, w, h, cur)
+	if s.drawn == nil || len(s.drawn) > 256 {
+		s.drawn = make(map[string]nodeDraw)
+	}
+	s.drawn[n.Node] = nodeDraw{surface: bytes.Clone(n.Surface), err: n.Err, w: w, h: h, cur: cur, stopped: n.Stopped, lines: lines}
+	return lines
+}
+
+func (s *screen) drawNodeFresh(n *node, w, h, cur int) []string {
+	var lines []string
+	if n.Stopped && !isStoppedSurface(n.Surface) {
+		e, _ := n.ext()
+		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
+	}
+	if len(n.Surface) > 0 {
+		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md, graphics: s.graphics})...)
+	}
+	if n.Err != "" {
+		lines = append(lines, wrap(styleNotice.Render("! "+SanitizeLine(n.Err)), w)...)
+	}
+	if h > 0 && len(lines) > h {
+		lines = lines[:h]
+	}
+	return lines
+}
+
+// drawConsent draws the pending consent request in the host's own style:
+// a reversed banner the full width of the screen, never inside a box.
+func (s *screen) drawConsent(w int) []string {
+	c := s.consent
+	if c == nil {
+		return nil
+	}
+	what := SanitizeLine(c.Tool)
+	if c.Subject != "" {
+		what += "(" + SanitizeLine(c.Subject) + ")"
+	}
+	out := []string{hostConsent.Render(fit(" ⚠ CONSENT · orrery asks: allow "+what+"?", w))}
+	if c.Rule != "" {
+		out = append(out, styleDim.Render(fit("   asked because of "+SanitizeLine(c.Rule), w)))
+	}
+	var opts []string
+	for i, o := range c.Options {
+		key := consentKey(o.ID)
+		label := "[" + key + "] " + SanitizeLine(o.Label)
+		if i == s.consentChoice {
+			label = hostConsent.Render("❯ " + label)
+		} else {
+			label = "  " + label
+		}
+		opts = append(opts, label)
+	}
+	out = append(out, fit("  "+strings.Join(opts, "  ")+"   ←/→ Enter", w))
+	return out
+}
+
+// consentKey is the key that picks a consent option.
+func consentKey(option string) string {
+	switch option {
+	case "allow_once":
+		return "y"
+	case "allow_session":
+		return "a"
+	case "deny":
+		return "n"
+	}
+	return "?"
+}
+
+// drawInput draws the composer: the host's prompt on every line.
+func (s *screen) drawInput(w int) []string {
+	var out []string
+	hint := "Enter send · Ctrl-J newline · Tab complete · F6 panes · /ui · Ctrl-C cancel/quit"
+	if s.running {
+		hint = "Enter steers the run · Ctrl-C cancels it · F6 panes"
+	}
+	out = append(out, styleDim.Render(fit(strings.Repeat("─", 2)+" "+hint+" ", w)))
+	for i, l := range s.input {
+		p := "› "
+		if i > 0 {
+			p = "  "
+		}
+		out = append(out, hostInput.Render(p)+fit(l, w-2))
+	}
+	if len(s.input) == 0 {
+		out = append(out, hostInput.Render("› ")+strings.Repeat(" ", w-2))
+	}
+	return out
+}
+
+// drawThread draws the conversation in w cells, the last h rows of it
+// (less what is scrolled), with the notices and any listing after it.
+func (s *screen) drawThread(w, h int) []string {
+	inner := max(1, w-2)
+	var lines []string
+	if s.picker != nil {
+		lines = s.picker.draw(inner)
+	} else {
+		lines = s.threadLines(inner)
+		for _, n := range s.visible(string(ui.Inline)) {
+			content := s.drawNode(n, inner-4, 0)
+			lines = append(lines, box(SanitizeLine(n.Title), ownerLabel(n), content, inner, len(content)+2, n.Node == s.focus, n.Stopped)...)
+		}
+		if len(s.list) > 0 {
+			lines = append(lines, "")
+			lines = append(lines, s.list...)
+		}
+		for _, n := range s.notices {
+			lines = append(lines, wrap(styleNotice.Render("! ")+n, inner)...)
+		}
+	}
+	end := len(lines) - s.scroll
+	if end < h {
+		end = min(len(lines), h)
+	}
+	start := max(0, end-h)
+	view := lines[start:end]
+	out := make([]string, h)
+	for i := range h {
+		l := ""
+		if i < len(view) {
+			l = view[i]
+		}
+		out[i] = " " + fit(l, inner) + " "
+	}
+	return out
+}
+
+// threadLines draws every message.
+func (s *screen) threadLines(w int) []string {
+	if s.thread.w != w || s.thread.lines == nil {
+		s.thread = threadCache{w: w, lines: make(map[string]cachedLines)}
+	}
+	results := map[string]string{}
+	for _, m := range s.messages {
+		if m.Role == protocol.RoleTool {
+			results[m.ToolCallID] = m.Content.String()
+		}
+	}
+	var out []string
+	for _, m := range s.messages {
+		switch m.Role {
+		case protocol.RoleUser:
+			text := Sanitize(m.Content.String())
+			out = append(out, "")
+			for i, l := range wrap(text, w-2) {
+				p := "› "
+				if i > 0 {
+					p = "  "
+				}
+				out = append(out, styleUser.Render(p+l))
+			}
+		case protocol.RoleAssistant:
+			text := m.Content.String()
+			if text != "" {
+				out = append(out, "")
+				out = append(out, s.assistantLines(m.ID, text, w)...)
+			}
+			for _, c := range m.ToolCalls {
+				out = append(out, s.toolCallLines(c, results, w)...)
+			}
+		case protocol.RoleReasoning:
+			text := SanitizeLine(m.Content.String())
+			if text != "" {
+				out = append(out, styleDim.Render(clip("∴ "+text, w)))
+			}
+		}
+	}
+	return out
+}
+
+// assistantLines draws a reply: Markdown once it is whole, plain wrapped
+// text while it streams (so a fast stream costs only its new lines).
+func (s *screen) assistantLines(id, text string, w int) []string {
+	if c, ok := s.thread.lines[id]; ok && c.n == len(text) {
+		return c.lines
+	}
+	var lines []string
+	if id == s.streaming {
+		lines = wrap(Sanitize(text), w)
+	} else {
+		lines = s.md.render(Sanitize(text), w)
+	}
+	s.thread.lines[id] = cachedLines{n: len(text), lines: lines}
+	return lines
+}
+
+// toolCallLines draws a tool call and its result: the surface that shows
+// it (a shell's streamed output) or the result's text, at most 8 lines.
+func (s *screen) toolCallLines(c protocol.ToolCall, results map[string]string, w int) []string {
+	args := SanitizeLine(c.Function.Arguments)
+	out := []string{clip("⚙ "+styleBold.Render(SanitizeLine(c.Function.Name))+" "+styleDim.Render(args), w)}
+	var body []string
+	if sf, ok := s.surfaces[c.ID]; ok {
+		body = renderSurface(sf, renderOpts{width: w - 4, height: 8, cursor: -1, md: s.md})
+	} else if r, ok := results[c.ID]; ok {
+		body = wrap(Sanitize(r), w-4)
+	}
+	if len(body) > 8 {
+		body = append(body[:7], styleDim.Render(fmt.Sprintf("… %d more lines", len(body)-7)))
+	}
+	for _, l := range body {
+		out = append(out, "  │ "+l)
+	}
+	return out
+}

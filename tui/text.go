@@ -1,0 +1,69 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// width returns the cells s takes on screen, escape sequences excluded.
+func width(s string) int { return ansi.StringWidth(s) }
+
+// fit truncates s to w cells (with an ellipsis when cut) and pads it with
+// spaces to exactly w.
+func fit(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	n := width(s)
+	if n > w {
+		s = ansi.Truncate(s, w, "…")
+		n = width(s)
+	}
+	if n < w {
+		s += strings.Repeat(" ", w-n)
+	}
+	return s
+}
+
+// clip truncates s to w cells without padding.
+func clip(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if width(s) > w {
+		return ansi.Truncate(s, w, "…")
+	}
+	return s
+}
+
+// wrap breaks text (already sanitized; it may carry SGR) into lines of at
+// most w cells, at spaces where it can and inside words where it must.
+// Tabs become spaces.
+func wrap(text string, w int) []string {
+	if w < 1 {
+		w = 1
+	}
+	text = strings.ReplaceAll(text, "\t", "    ")
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if width(line) <= w {
+			out = append(out, line)
+			continue
+		}
+		wrapped := ansi.Wrap(line, w, " -")
+		out = append(out, strings.Split(wrapped, "\n")...)
+	}
+	return out
+}
+
+// tail returns the last n lines.
+func tail(lines []string, n int) []string {
+	if n < 0 {
+		n = 0
+	}
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}

@@ -1,0 +1,174 @@
+package tui_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/tool"
+	"github.com/getorrery/orrery/tui"
+	"github.com/getorrery/orrery/ui"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// newKernel starts a real kernel on a SQLite file with the offline model.
+func newKernel(t testing.TB) *kernel.Kernel {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", Tools: tool.Builtins(), DebugActor: true})
+	if err := k.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k.Close(ctx)
+		st.Close()
+	})
+	return k
+}
+
+func show(t testing.TB, s *kernel.Session, owner ui.Owner, id, placement, title, surface string) {
+	t.Helper()
+	if err := s.Show(context.Background(), owner, kernel.ShowInput{ID: id, Placement: placement, Title: title, Surface: json.RawMessage(surface)}); err != nil {
+		t.Fatalf("Show(%s) = %v", id, err)
+	}
+}
+
+// prompt runs one prompt to its end.
+func prompt(t testing.TB, s *kernel.Session, text string) {
+	t.Helper()
+	if _, err := s.Send(context.Background(), kernel.SendInput{Text: text}); err != nil {
+		t.Fatalf("Send(%q) = %v", text, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Running() {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not end")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// frames returns every logged frame of the session, as a stream delivers
+// them, once the log holds a frame containing want.
+func frames(t testing.TB, s *kernel.Session, want string) []client.Frame {
+	t.Helper()
+	// Show returns once the actor took the change; wait until the store
+	// holds everything up to the head it has published.
+	var fs []kernel.Frame
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		fs, _, err = s.Read(context.Background(), 0, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) > 0 && strings.Contains(string(fs[len(fs)-1].Data), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the log did not reach the session's head")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	out := make([]client.Frame, len(fs))
+	for i, f := range fs {
+		out[i] = client.Frame{Seq: f.Seq, Data: f.Data}
+	}
+	return out
+}
+
+// draw feeds frames into a new model and draws it at w×h.
+func draw(t testing.TB, fs []client.Frame, w, h int) (*tui.Model, string) {
+	t.Helper()
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	if msg := m.Push(fs...); msg != nil {
+		m.Update(msg)
+	}
+	return m, m.Screen()
+}
+
+// layoutSession places two panes, five band rows, a footer and a thread.
+func layoutSession(t testing.TB) *kernel.Session {
+	k := newKernel(t)
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt(t, s, "hello")
+	show(t, s, ui.OwnerAgent, "files", "pane.left", "Files", `{"kind":{"t":"tree","nodes":[{"label":"cmd","children":[{"label":"orrery"}]},{"label":"tui","children":[{"label":"model.go"},{"label":"screen.go"}]}]}}`)
+	show(t, s, ui.OwnerAgent, "fruit", "pane.right", "Fruit", `{"kind":{"t":"chart","kind":"bars","labels":["apples","pears"],"series":[{"label":"count","values":[6,5]}]}}`)
+	show(t, s, ui.OwnerConfig, "diff", "pane.right", "Patch", `{"kind":{"t":"diff","path":"a.go","value":"@@ -1 +1 @@\n-old line\n+new line"}}`)
+	for i, name := range []string{"ci", "deploy", "queue", "alerts", "build"} {
+		show(t, s, ui.OwnerAgent, name, "band", strings.ToUpper(name[:1])+name[1:], `{"kind":{"t":"progress","label":"`+name+`","value":`+itoa(20*(i+1))+`}}`)
+	}
+	show(t, s, ui.OwnerAgent, "status", "footer", "Status", `{"kind":{"t":"text","value":"3 of 5 checks green"}}`)
+	return s
+}
+
+func tuiWidth(s string) int { return ansi.StringWidth(s) }
+
+func kernelOpts() kernel.SessionOptions { return kernel.SessionOptions{} }
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestGoldenLayouts draws the same session at four sizes: panes at the
+// wide ones, both panes folded into the band at 50 columns, the band
+// capped at 3 rows with +N more, and the footer.
+func TestGoldenLayouts(t *testing.T) {
+	s := layoutSession(t)
+	fs := frames(t, s, `3 of 5 checks green`)
+	for _, size := range []struct{ w, h int }{{160, 48}, {120, 40}, {80, 24}, {50, 20}} {
+		name := itoa(size.w) + "x" + itoa(size.h)
+		t.Run(name, func(t *testing.T) {
+			_, got := draw(t, fs, size.w, size.h)
+			lines := strings.Split(got, "\n")
+			if len(lines) != size.h {
+				t.Fatalf("Screen() has %d lines, want %d", len(lines), size.h)
+			}
+			for i, l := range lines {
+				if n := tuiWidth(l); n != size.w {
+					t.Errorf("line %d is %d cells wide, want %d: %q", i, n, size.w, l)
+				}
+			}
+			golden(t, filepath.Join("testdata", "golden", name+".txt"), got)
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v (run go test -run %s -update to write it)", path, err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("Screen() differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
