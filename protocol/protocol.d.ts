@@ -402,6 +402,8 @@ export interface SessionAttach {
   session: string;
   since?: number;
   coalesce?: boolean;
+  stream_mode?: string;
+  snapshot?: boolean;
 }
 
 export interface SessionDetach {
