@@ -52,6 +52,9 @@ type Config struct {
 	// SaveConfig writes one key of the configuration file (for ui.save);
 	// nil refuses ui.save.
 	SaveConfig func(key, value string) error
+	// Models are the model names GET /v1/models lists besides "orrery"
+	// (the default model): the configured [models.<alias>] names.
+	Models []string
 	// OriginPatterns are the extra origins a browser WebSocket may come from
 	// (coder/websocket patterns); the server's own host is always allowed.
 	OriginPatterns []string
@@ -115,6 +118,8 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /ws", s.handleWS)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
