@@ -56,13 +56,13 @@ func writeOAError(w http.ResponseWriter, status int, param, code, msg string) {
 // chatRequest is the part of a chat completion request Orrery reads; other
 // fields (temperature, max_tokens, tool_choice …) are accepted and ignored.
 type chatRequest struct {
-	Model         string          `json:"model"`
-	Messages      []chatMessage   `json:"messages"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *streamOptions  `json:"stream_options"`
-	Tools         []chatTool      `json:"tools"`
-	User          string          `json:"user"`
-	N             *int            `json:"n"`
+	Model         string         `json:"model"`
+	Messages      []chatMessage  `json:"messages"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+	Tools         []chatTool     `json:"tools"`
+	User          string         `json:"user"`
+	N             *int           `json:"n"`
 }
 
 type streamOptions struct {
