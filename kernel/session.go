@@ -376,6 +376,7 @@ func (s *Session) setTitle(text string) {
 	if err := s.k.cfg.Store.UpdateSession(context.Background(), s.info); err != nil {
 		s.k.log.Warn("set session title", "session", s.id, "err", err)
 	}
+	s.changed(SessionTitle)
 }
 
 // Cancel ends the run in flight with RUN_FINISHED and outcome cancelled.

@@ -120,6 +120,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /api/live", s.handleLive)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
