@@ -404,6 +404,7 @@ export interface SessionAttach {
   coalesce?: boolean;
   stream_mode?: string;
   snapshot?: boolean;
+  a2ui?: boolean;
 }
 
 export interface SessionDetach {

@@ -132,7 +132,8 @@ const ProtocolVersion = "orrery/1"
 // Coalesce merges runs of text and argument deltas in the replayed part.
 // StreamMode picks the dialect of the frames (agui_spec, agui, openai,
 // dual; empty means agui_spec). Snapshot, with Since, starts the replay
-// with a seq-0 STATE_SNAPSHOT of the state as it stood at Since.
+// with a seq-0 STATE_SNAPSHOT of the state as it stood at Since. A2UI adds
+// an ACTIVITY_SNAPSHOT a2ui-surface before each placement and removal.
 type SessionAttach struct {
 	Envelope
 	Session    string  `json:"session"`
@@ -140,6 +141,7 @@ type SessionAttach struct {
 	Coalesce   bool    `json:"coalesce,omitempty"`
 	StreamMode string  `json:"stream_mode,omitempty"`
 	Snapshot   bool    `json:"snapshot,omitempty"`
+	A2UI       bool    `json:"a2ui,omitempty"`
 }
 
 // SessionAttachReply is the value of a SessionAttach reply: the session's

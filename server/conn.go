@@ -281,7 +281,7 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	if err := c.detach(q.Session); err != nil && !errors.Is(err, errNotAttached) {
 		return err
 	}
-	enc, err := encoderFor(q.StreamMode)
+	enc, err := encoderFor(q.StreamMode, q.A2UI)
 	if err != nil {
 		return &kernel.RequestError{Msg: err.Error()}
 	}

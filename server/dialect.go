@@ -6,11 +6,16 @@ import (
 )
 
 // encoderFor returns the encoder of a stream_mode value (nil for
-// agui_spec), or an error that lists the valid modes.
-func encoderFor(mode string) (kernel.Encoder, error) {
+// agui_spec frames as logged), with the A2UI face added when withA2UI is
+// set, or an error that lists the valid modes.
+func encoderFor(mode string, withA2UI bool) (kernel.Encoder, error) {
 	m, err := dialect.ParseMode(mode)
 	if err != nil {
 		return nil, err
 	}
-	return dialect.Encoder(m, dialect.Options{}), nil
+	enc := dialect.Encoder(m, dialect.Options{})
+	if withA2UI {
+		enc = dialect.WithA2UI(enc)
+	}
+	return enc, nil
 }

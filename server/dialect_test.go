@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/getorrery/orrery/agent/provider/script"
 	"github.com/getorrery/orrery/dialect"
+	"github.com/getorrery/orrery/dialect/a2ui"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/ui"
 )
 
 // modeEvent is one SSE event of some stream mode, with the seq read from
@@ -400,4 +404,84 @@ func applyFrame(t *testing.T, doc, raw []byte) []byte {
 		return out
 	}
 	return doc
+}
+
+// TestA2UIFace: with a2ui=1, each placement of a surface is preceded by an
+// ACTIVITY_SNAPSHOT a2ui-surface whose operations pass the strict A2UI
+// check (the official v0.9 schemas), and each removal by a deleteSurface.
+func TestA2UIFace(t *testing.T) {
+	r := newTxRig(t, txRigOptions{})
+	ctx := context.Background()
+	sess, err := r.k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"agui_spec", "agui"} {
+		t.Run(mode, func(t *testing.T) {
+			reqCtx, cancel := context.WithTimeout(ctx, streamTimeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(reqCtx, http.MethodGet, r.local.URL+"/events?since=0&a2ui=1&session="+sess.ID()+"&stream_mode="+mode, nil)
+			resp, err := r.local.Client().Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /events?a2ui=1 = %v %v", resp, err)
+			}
+			s := &sse{t: t, resp: resp, br: bufio.NewReader(resp.Body), cancel: cancel}
+			defer s.close()
+			id := "board-" + mode
+			surface := `{"kind":{"t":"stack","children":[{"kind":{"t":"text","value":"deploy"}},{"kind":{"t":"progress","value":3,"max":5,"label":"tests"}}]}}`
+			if err := sess.Show(ctx, ui.OwnerAgent, kernel.ShowInput{ID: id, Placement: "pane.right", Title: "Board", Surface: json.RawMessage(surface)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sess.Hide(ctx, ui.OwnerAgent, id); err != nil {
+				t.Fatal(err)
+			}
+			var ops [][]json.RawMessage
+			for len(ops) < 2 {
+				ev, err := s.nextMode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.typ != "ACTIVITY_SNAPSHOT" {
+					continue
+				}
+				if ev.hasID {
+					t.Errorf("activity %s has an id line; it continues the placement's seq", ev.data)
+				}
+				next, err := s.nextMode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next.seq != ev.seq || !next.hasID || next.typ != "CUSTOM" {
+					t.Errorf("activity of seq %d is followed by %s of seq %d, want the placement event of the same seq", ev.seq, next.data, next.seq)
+				}
+				var act struct {
+					MessageID    string `json:"messageId"`
+					ActivityType string `json:"activityType"`
+					Content      struct {
+						Ops []json.RawMessage `json:"a2ui_operations"`
+					} `json:"content"`
+				}
+				if err := json.Unmarshal(ev.data, &act); err != nil {
+					t.Fatal(err)
+				}
+				if act.ActivityType != "a2ui-surface" {
+					t.Errorf("activity = %s", ev.data)
+				}
+				if act.MessageID != "a2ui-surface-placed:agent:"+id {
+					continue // an earlier subtest's surface, replayed from since=0
+				}
+				list, _ := json.Marshal(act.Content.Ops)
+				if _, err := a2ui.Validate(list); err != nil {
+					t.Errorf("a2ui_operations %s: Validate() = %v", list, err)
+				}
+				ops = append(ops, act.Content.Ops)
+			}
+			if len(ops[0]) != 3 || !strings.Contains(string(ops[0][1]), `"text":"tests [████████████░░░░░░░░] 3/5 (60%)"`) {
+				t.Errorf("placement operations = %s", ops[0])
+			}
+			if len(ops[1]) != 1 || !strings.Contains(string(ops[1][0]), `"deleteSurface":{"surfaceId":"placed:agent:`+id+`"}`) {
+				t.Errorf("removal operations = %s, want one deleteSurface", ops[1])
+			}
+		})
+	}
 }

@@ -17,7 +17,8 @@ import (
 // client and draws declare the client: a declaration that lacks a required
 // element is refused. coalesce=1 merges runs of deltas in the replay;
 // snapshot=1 with since starts the replay with the state as it stood at
-// since. stream_mode picks the dialect (package dialect).
+// since. stream_mode picks the dialect (package dialect); a2ui=1 adds the
+// A2UI face of placed surfaces.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("session")
@@ -33,7 +34,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	enc, err := encoderFor(q.Get("stream_mode"))
+	enc, err := encoderFor(q.Get("stream_mode"), q.Get("a2ui") == "1")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -18,7 +18,7 @@ import (
 // before the end cancels the run: for a stock client the request is the run.
 // ?stream_mode= picks the dialect of the stream (package dialect).
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	enc, err := encoderFor(r.URL.Query().Get("stream_mode"))
+	enc, err := encoderFor(r.URL.Query().Get("stream_mode"), r.URL.Query().Get("a2ui") == "1")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
