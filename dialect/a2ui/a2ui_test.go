@@ -10,6 +10,7 @@ import (
 
 	"github.com/getorrery/orrery/dialect/a2ui"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/ui"
 )
 
 // validateAll checks each message against the official v0.9 schema and
@@ -297,5 +298,59 @@ func TestToIntent(t *testing.T) {
 	}
 	if _, err := a2ui.ParseAction(json.RawMessage(`{"version":"v0.9","action":{"name":"x"}}`)); err == nil {
 		t.Errorf("ParseAction(no surfaceId) = nil, want the schema's refusal")
+	}
+}
+
+// TestLift: every official example lifts to a valid orrery surface whose
+// text form holds its bound data; a list template expands over its array.
+func TestLift(t *testing.T) {
+	files, _ := filepath.Glob("testdata/examples/*.json")
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		var ex struct {
+			Messages json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal(raw, &ex); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := a2ui.Validate(ex.Messages)
+		if err != nil {
+			continue
+		}
+		surfaces, err := a2ui.Lift(msgs)
+		if err != nil {
+			t.Errorf("%s: Lift() = %v", filepath.Base(f), err)
+			continue
+		}
+		if len(surfaces) == 0 {
+			t.Errorf("%s: Lift() gave no surface", filepath.Base(f))
+		}
+	}
+	list := `[{"version":"v0.9","createSurface":{"surfaceId":"s","catalogId":"https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"}},
+	{"version":"v0.9","updateComponents":{"surfaceId":"s","components":[
+	  {"id":"root","component":"Column","children":["title","items","name","go"]},
+	  {"id":"title","component":"Text","text":{"call":"formatString","args":{"value":"Order for ${/user/name}"},"returnType":"string"}},
+	  {"id":"items","component":"List","children":{"componentId":"row","path":"/items"}},
+	  {"id":"row","component":"Text","text":{"path":"label"}},
+	  {"id":"name","component":"TextField","label":"Name","value":{"path":"/user/name"}},
+	  {"id":"go","component":"Button","child":"go-t","action":{"event":{"name":"order"}}},
+	  {"id":"go-t","component":"Text","text":"Order"}]}},
+	{"version":"v0.9","updateDataModel":{"surfaceId":"s","value":{"user":{"name":"Ada"},"items":[{"label":"tea"},{"label":"cake"}]}}}]`
+	msgs, err := a2ui.Validate(json.RawMessage(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	surfaces, err := a2ui.Lift(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := ui.Text(surfaces["s"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Order for Ada", "tea", "cake", "Name: Ada", "[ Order ]"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("lifted text form %q lacks %q", text, want)
+		}
 	}
 }
