@@ -271,3 +271,41 @@ func TestOpenAIAccumulator(t *testing.T) {
 		}
 	}
 }
+
+// TestWithA2UI: a placement becomes an activity frame (no type, the same
+// seq) then the placement itself; a placement shown as an a2ui form sends
+// that form; other frames pass unchanged.
+func TestWithA2UI(t *testing.T) {
+	enc := dialect.WithA2UI(nil)
+	plain := kernel.Frame{Seq: 4, Type: "TEXT_MESSAGE_CONTENT", Data: []byte(`{"type":"TEXT_MESSAGE_CONTENT","metadata":{"orrery":{"seq":4}},"messageId":"m","delta":"x"}`)}
+	if out := enc.Encode(nil, plain); len(out) != 1 || !bytes.Equal(out[0].Data, plain.Data) {
+		t.Errorf("Encode(text) = %v, want it unchanged", out)
+	}
+	form := `[{"version":"v0.9","deleteSurface":{"surfaceId":"placed:ext:x:y"}}]`
+	for _, tc := range []struct {
+		name, value, want string
+	}{
+		{"surface", `{"id":"y","owner":"ext:x","placement":"band","title":"","surface":{"kind":{"t":"text","value":"hi"}},"text":"hi"}`, `"text":"hi"`},
+		{"a2ui form", `{"id":"y","owner":"ext:x","placement":"band","title":"","surface":{"kind":{"t":"text","value":"hi"}},"text":"hi","a2ui":` + form + `}`, form},
+	} {
+		f := kernel.Frame{Seq: 9, Type: "CUSTOM", Data: []byte(`{"type":"CUSTOM","metadata":{"orrery":{"seq":9,"session":"s1"}},"name":"orrery.placed","value":` + tc.value + `}`)}
+		out := enc.Encode(nil, f)
+		if len(out) != 2 || out[0].Type != "" || out[0].Seq != 9 || out[1].Type != "CUSTOM" || !bytes.Equal(out[1].Data, f.Data) {
+			t.Fatalf("%s: Encode(placed) = %d frames, want the activity (no type, seq 9) then the placement", tc.name, len(out))
+		}
+		s := string(out[0].Data)
+		if !strings.Contains(s, `"type":"ACTIVITY_SNAPSHOT"`) || !strings.Contains(s, `"seq":9`) || !strings.Contains(s, `"session":"s1"`) || !strings.Contains(s, tc.want) {
+			t.Errorf("%s: activity = %s, want seq 9, the session and %s", tc.name, s, tc.want)
+		}
+	}
+	un := kernel.Frame{Seq: 10, Type: "CUSTOM", Data: []byte(`{"type":"CUSTOM","metadata":{"orrery":{"seq":10}},"name":"orrery.unplaced","value":{"id":"y","owner":"ext:x"}}`)}
+	out := enc.Encode(nil, un)
+	if len(out) != 2 || !strings.Contains(string(out[0].Data), `"deleteSurface":{"surfaceId":"placed:ext:x:y"}`) {
+		t.Errorf("Encode(unplaced) = %d frames, first %s; want a deleteSurface activity first", len(out), out[0].Data)
+	}
+	// Through the legacy encoder the activity is a legacy event too.
+	leg := dialect.WithA2UI(dialect.Encoder(dialect.AGUI, dialect.Options{})).Encode(nil, un)
+	if len(leg) != 2 || !strings.Contains(string(leg[0].Data), `"type":"agui.activity_snapshot"`) || leg[0].Type != "" {
+		t.Errorf("legacy+a2ui Encode(unplaced) = %v", leg)
+	}
+}

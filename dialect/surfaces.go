@@ -15,7 +15,8 @@ import (
 // each orrery.unplaced, one whose operations delete that surface. The
 // snapshot has the placed frame's seq and no type of its own (it continues
 // that seq), and goes through inner like any frame. A placement whose
-// surface does not project is left as it is.
+// surface does not project is left as it is. A surface shown as an a2ui
+// form is sent as the messages it was shown with.
 func WithA2UI(inner kernel.Encoder) kernel.Encoder {
 	return a2uiEncoder{inner: inner}
 }
@@ -68,6 +69,7 @@ func activityFor(f kernel.Frame) (kernel.Frame, bool) {
 		ID      string          `json:"id"`
 		Owner   string          `json:"owner"`
 		Surface json.RawMessage `json:"surface"`
+		A2UI    json.RawMessage `json:"a2ui"`
 	}
 	if json.Unmarshal(c.Value, &v) != nil || v.ID == "" || v.Owner == "" {
 		return kernel.Frame{}, false
@@ -76,6 +78,11 @@ func activityFor(f kernel.Frame) (kernel.Frame, bool) {
 	var msgs []a2ui.Message
 	if c.Name == kernel.UnplacedEvent {
 		msgs = []a2ui.Message{a2ui.Delete(id)}
+	} else if len(v.A2UI) > 0 {
+		// Shown as an a2ui form: its own messages, checked when shown.
+		if json.Unmarshal(v.A2UI, &msgs) != nil {
+			return kernel.Frame{}, false
+		}
 	} else {
 		if len(v.Surface) == 0 {
 			return kernel.Frame{}, false

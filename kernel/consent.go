@@ -208,7 +208,7 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 	if err != nil {
 		return agent.Verdict{}, nil, fmt.Errorf("consent question: %w", err)
 	}
-	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text); err != nil {
+	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text, nil); err != nil {
 		return agent.Verdict{}, nil, err
 	}
 	req, err := json.Marshal(ConsentRequested{

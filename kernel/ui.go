@@ -30,6 +30,10 @@ type ShowInput struct {
 	// Fallback, when set, is what a client that cannot draw Surface shows;
 	// it may use core kinds only.
 	Fallback json.RawMessage
+	// A2UI, instead of Surface, is a list of A2UI v0.9 messages for one
+	// surface, checked strictly (dialect/a2ui.Validate); the surface every
+	// client draws is lifted from it, and the A2UI face sends the messages.
+	A2UI json.RawMessage
 }
 
 // node is a placed surface as it sits in the state document at
@@ -53,6 +57,9 @@ type Placed struct {
 	Title     string          `json:"title"`
 	Surface   json.RawMessage `json:"surface"`
 	Text      string          `json:"text"`
+	// A2UI is the a2ui form the surface was shown with, as the A2UI face
+	// sends it.
+	A2UI json.RawMessage `json:"a2ui,omitempty"`
 }
 
 // Unplaced is the value of an orrery.unplaced event.
@@ -104,6 +111,18 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 			placement = p
 		}
 	}
+	var ops json.RawMessage
+	if len(in.A2UI) == 0 && len(in.Surface) == 0 {
+		return &RequestError{Msg: "ui.show needs a surface, {\"kind\": {\"t\": KIND, …}}, or an a2ui form: send one"}
+	}
+	if len(in.A2UI) > 0 {
+		if len(in.Surface) > 0 {
+			return &RequestError{Msg: "ui.show takes surface or a2ui, not both: send one"}
+		}
+		if in.Surface, ops, err = liftA2UI(owner, in.ID, in.A2UI); err != nil {
+			return refuse(err)
+		}
+	}
 	text, err := ui.Text(in.Surface)
 	if err != nil {
 		return refuse(err)
@@ -113,12 +132,12 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 			return refuse(err)
 		}
 	}
-	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text)
+	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text, ops)
 }
 
 // place puts a checked surface under owner's id and announces it. Runs on
 // the actor.
-func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string) error {
+func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string, a2uiOps json.RawMessage) error {
 	in := ShowInput{ID: id, Title: title, Surface: surface, Fallback: fallback}
 	next, err := json.Marshal(node{
 		Placement: string(placement), Title: in.Title, Owner: string(owner),
@@ -138,7 +157,7 @@ func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title
 	} else if ops, err = diff(path, prev, next); err != nil {
 		return err
 	}
-	placed, err := json.Marshal(Placed{ID: in.ID, Placement: string(placement), Owner: string(owner), Title: in.Title, Surface: in.Surface, Text: text})
+	placed, err := json.Marshal(Placed{ID: in.ID, Placement: string(placement), Owner: string(owner), Title: in.Title, Surface: in.Surface, Text: text, A2UI: a2uiOps})
 	if err != nil {
 		return fmt.Errorf("encode placed: %w", err)
 	}

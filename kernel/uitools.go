@@ -71,13 +71,15 @@ func (t *showTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name: "ui.show",
 		Description: "Places a surface on the person's screen, or replaces the one you placed under the same id (a new placement moves it). " +
-			"placement is band, pane.left, pane.right, footer, inline or hidden. surface is {\"kind\": {\"t\": KIND, …fields}}, with these kinds:" + showKinds(),
-		Parameters: json.RawMessage(`{"type":"object","required":["id","placement","surface"],"additionalProperties":false,"properties":{` +
+			"placement is band, pane.left, pane.right, footer, inline or hidden. surface is {\"kind\": {\"t\": KIND, …fields}}, with these kinds:" + showKinds() +
+			"\nInstead of surface you may send a2ui: a list of A2UI v0.9 messages (createSurface with the basic catalog, updateComponents with a root, updateDataModel) for one surface.",
+		Parameters: json.RawMessage(`{"type":"object","required":["id","placement"],"additionalProperties":false,"properties":{` +
 			`"id":{"type":"string","description":"your id for this surface: letters, digits, . _ -"},` +
 			`"placement":{"type":"string","enum":["band","pane.left","pane.right","footer","inline","hidden"]},` +
 			`"title":{"type":"string"},` +
 			`"surface":{"type":"object","description":"{\"kind\": {\"t\": KIND, …}}"},` +
-			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"}}}`),
+			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"},` +
+			`"a2ui":{"type":"array","items":{"type":"object"},"description":"instead of surface: A2UI v0.9 messages for one surface"}}}`),
 		// Placing is governed by the placement rules, not the consent gate.
 		ReadOnly: true,
 	}
@@ -90,11 +92,12 @@ func (t *showTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		Title     string          `json:"title"`
 		Surface   json.RawMessage `json:"surface"`
 		Fallback  json.RawMessage `json:"fallback"`
+		A2UI      json.RawMessage `json:"a2ui"`
 	}
 	if err := json.Unmarshal(c.Args, &in); err != nil {
 		return tool.Result{Text: "ui.show needs {id, placement, surface}: " + err.Error(), Error: true}, nil
 	}
-	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface, Fallback: in.Fallback})
+	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface, Fallback: in.Fallback, A2UI: in.A2UI})
 	return toolOutcome(err, fmt.Sprintf("placed %s in %s", in.ID, in.Placement))
 }
 
