@@ -98,11 +98,49 @@ func (e openAIEncoder) chatChunk(f kernel.Frame) ([]byte, bool) {
 
 func strPtr(s string) *string { return &s }
 
+// chatTypes are the frame types with a chat counterpart (or usage).
+var chatTypes = map[string]bool{
+	string(protocol.TypeTextMessageStart): true, string(protocol.TypeTextMessageContent): true, string(protocol.TypeTextMessageEnd): true,
+	string(protocol.TypeReasoningMessageStart): true, string(protocol.TypeReasoningMessageContent): true, string(protocol.TypeReasoningMessageEnd): true,
+	string(protocol.TypeToolCallStart): true, string(protocol.TypeToolCallArgs): true, string(protocol.TypeToolCallEnd): true,
+	string(protocol.TypeRunFinished): true, string(protocol.TypeRunError): true,
+}
+
 // chunk encodes f. Without all, it reports false for frames that have no
 // chat counterpart instead of wrapping them.
 func (e openAIEncoder) chunk(f kernel.Frame, all bool) ([]byte, bool) {
-	ev, err := protocol.DecodeEvent(f.Data)
 	c := Chunk{Object: "chat.completion.chunk", Model: e.model, Choices: []ChunkChoice{}, Orrery: &ChunkOrrery{Seq: f.Seq, Type: f.Type}}
+	if !chatTypes[f.Type] {
+		// No chat counterpart: the event rides whole in orrery.event, and
+		// only its header is read.
+		if !all {
+			return nil, false
+		}
+		var h struct {
+			Timestamp int64 `json:"timestamp"`
+			Metadata  struct {
+				Orrery struct {
+					Session    string `json:"session"`
+					MergedFrom uint64 `json:"merged_from"`
+				} `json:"orrery"`
+			} `json:"metadata"`
+		}
+		c.ID = "chatcmpl-" + f.Run
+		if f.Run == "" {
+			c.ID = "chatcmpl-orrery"
+		}
+		if json.Unmarshal(f.Data, &h) == nil {
+			c.Created = h.Timestamp / 1000
+			c.Orrery.Session = h.Metadata.Orrery.Session
+			c.Orrery.MergedFrom = h.Metadata.Orrery.MergedFrom
+		}
+		if json.Valid(f.Data) {
+			c.Orrery.Event = f.Data
+		}
+		data, err := json.Marshal(c)
+		return data, err == nil
+	}
+	ev, err := protocol.DecodeEvent(f.Data)
 	if err != nil {
 		if !all {
 			return nil, false
