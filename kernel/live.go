@@ -26,7 +26,8 @@ type SessionChange struct {
 	Session protocol.SessionSummary
 }
 
-// DefaultWatchQueue bounds a session watch's queue.
+// DefaultWatchQueue bounds a session watch's queue when Config.QueueFrames
+// is 0.
 const DefaultWatchQueue = 4096
 
 // liveHub fans session-list changes out to watchers. It is not durable: a
@@ -56,8 +57,15 @@ func (h *liveHub) notify(kind string, sum protocol.SessionSummary) {
 // session list. A caller that wants the whole projection watches first,
 // then reads Sessions, so that it misses nothing (a change may then arrive
 // twice; applying it again is harmless).
+//
+// A watch whose queue passes Config.QueueFrames changes (DefaultWatchQueue
+// when 0) ends with ErrSlow; its owner reads the list again.
 func (k *Kernel) WatchSessions() *SessionWatch {
-	w := &SessionWatch{h: &k.live, ready: make(chan struct{}, 1), done: make(chan struct{}), max: DefaultWatchQueue}
+	max := k.cfg.QueueFrames
+	if max <= 0 {
+		max = DefaultWatchQueue
+	}
+	w := &SessionWatch{h: &k.live, ready: make(chan struct{}, 1), done: make(chan struct{}), max: max}
 	k.live.mu.Lock()
 	if k.live.watchers == nil {
 		k.live.watchers = make(map[*SessionWatch]struct{})
