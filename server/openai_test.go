@@ -238,3 +238,33 @@ func TestChatBadInput(t *testing.T) {
 		t.Errorf("refused requests created sessions: %+v", h.sessions(t))
 	}
 }
+
+// TestChatAuth: off loopback the endpoint needs a node token, which an
+// OpenAI SDK sends as its API key; without one the refusal is OpenAI's
+// error shape.
+func TestChatAuth(t *testing.T) {
+	r := newTxRig(t, txRigOptions{})
+	status, _, body := r.post(t, r.remote, http.MethodGet, "/v1/models", nil, "")
+	var e struct {
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	if status != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Error.Type != "authentication_error" || e.Error.Message == "" {
+		t.Errorf("GET /v1/models with no token = %d %s, want 401 in OpenAI's shape", status, body)
+	}
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{{r.good, true}, {r.revoked, false}, {"orr_wrong", false}} {
+		client := openai.NewClient(option.WithBaseURL(r.remote.URL+"/v1/"), option.WithAPIKey(tc.key), option.WithMaxRetries(0))
+		_, err := client.Models.List(context.Background())
+		var apiErr *openai.Error
+		switch {
+		case tc.want && err != nil:
+			t.Errorf("Models.List() with a good token = %v", err)
+		case !tc.want && (!errors.As(err, &apiErr) || apiErr.StatusCode != 401):
+			t.Errorf("Models.List() with key %q = %v, want a 401 *openai.Error", tc.key, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,6 +133,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" {
 		if err := s.cfg.Tokens.Check(r); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
+			if strings.HasPrefix(r.URL.Path, "/v1/") {
+				// OpenAI SDKs send their API key as the bearer token: a node
+				// token goes there.
+				writeOAError(w, http.StatusUnauthorized, "", "invalid_api_key", err.Error()+" (an OpenAI SDK sends it as its API key)")
+				return
+			}
 			writeError(w, http.StatusUnauthorized, err.Error())
 			return
 		}
