@@ -178,6 +178,8 @@ const args = parseArgs({
   options: {
     url: { type: "string" },
     scenario: { type: "string" },
+    // query is added to POST /run's URL, such as stream_mode=agui_spec&a2ui=1.
+    query: { type: "string" },
   },
   strict: true,
 }).values;
@@ -280,7 +282,7 @@ async function readKernelSnapshots(threadId) {
 // One run through HttpAgent
 
 function newAgent(threadId, initialMessages, fetchFn) {
-  const cfg = { url: `${base}/run`, threadId, initialMessages };
+  const cfg = { url: `${base}/run${args.query ? "?" + args.query : ""}`, threadId, initialMessages };
   if (fetchFn) cfg.fetch = fetchFn;
   return new HttpAgent(cfg);
 }

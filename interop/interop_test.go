@@ -152,6 +152,9 @@ func (m message) text() string {
 
 type scenario struct {
 	name string
+	// query is added to POST /run's URL; as is the agui.mjs scenario run
+	// (name when empty).
+	query, as string
 	// script is the default model's script; nil means the offline model.
 	script *script.File
 	check  func(t *testing.T, sc scenario, res result)
@@ -417,13 +420,23 @@ func TestAGUIClient(t *testing.T) {
 		},
 	}
 
+	// The text scenario again with stream_mode=agui_spec named, and the
+	// A2UI face on: the official client reads the same stream.
+	explicit := scenarios[0]
+	explicit.name, explicit.as, explicit.query = "text-agui-spec-a2ui", "text", "stream_mode=agui_spec&a2ui=1"
+	scenarios = append(scenarios, explicit)
+
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			url := startKernel(t, sc)
-			res := runNode(t, node, dir, url, sc.name)
-			if !res.OK || res.Scenario != sc.name {
-				t.Fatalf("result ok=%v scenario=%q, want ok for %q", res.OK, res.Scenario, sc.name)
+			as := sc.name
+			if sc.as != "" {
+				as = sc.as
+			}
+			res := runNode(t, node, dir, url, as, sc.query)
+			if !res.OK || res.Scenario != as {
+				t.Fatalf("result ok=%v scenario=%q, want ok for %q", res.OK, res.Scenario, as)
 			}
 			sc.check(t, sc, res)
 		})
@@ -525,11 +538,15 @@ func serveKernel(t *testing.T, dir, model string) (string, *kernel.Kernel) {
 }
 
 // runNode runs agui.mjs for one scenario and returns its result line.
-func runNode(t *testing.T, node, dir, url, name string) result {
+func runNode(t *testing.T, node, dir, url, name, query string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "agui.mjs", "--url", url, "--scenario", name)
+	args := []string{"agui.mjs", "--url", url, "--scenario", name}
+	if query != "" {
+		args = append(args, "--query", query)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "SUPPRESS_TRANSFORMATION_WARNINGS=")

@@ -40,10 +40,7 @@ func (h *hub) add(sub *Subscription, initial []Frame) {
 	}
 	h.subs[sub] = struct{}{}
 	if len(initial) > 0 {
-		if sub.tag != "" {
-			initial = tagFrames(initial, sub.tag)
-		}
-		sub.push(initial...)
+		sub.push(sub.shape(initial)...)
 	}
 }
 
@@ -87,16 +84,23 @@ func (h *hub) publish(items []commitItem) {
 		for _, it := range items[start:end] {
 			frames = append(frames, it.frame)
 		}
-		// Each dialect is encoded once per frame and shared: plain frames,
-		// and frames tagged with the session for multi-session transports.
-		var tagged []Frame
+		// Each face (dialect, tagged with the session or not) is encoded
+		// once per frame and shared by every subscriber that shows it.
+		var shaped map[face][]Frame
 		for sub := range h.subs {
 			batch := frames
-			if sub.tag != "" {
-				if tagged == nil {
-					tagged = tagFrames(frames, sub.tag)
+			if f := sub.face(); f != (face{}) {
+				var ok bool
+				if batch, ok = shaped[f]; !ok {
+					if shaped == nil {
+						shaped = make(map[face][]Frame)
+					}
+					batch = sub.shape(frames)
+					shaped[f] = batch
 				}
-				batch = tagged
+			}
+			if len(batch) == 0 {
+				continue
 			}
 			if !sub.push(batch...) {
 				delete(h.subs, sub)
@@ -158,6 +162,8 @@ type Subscription struct {
 	head uint64
 	// tag is the session id to add to each frame, or "" for plain frames.
 	tag string
+	// enc encodes frames into another dialect; nil sends them as logged.
+	enc Encoder
 	// onEnd, when set, runs once when the subscription ends.
 	onEnd func()
 }

@@ -106,6 +106,7 @@ type Kernel struct {
 	log *slog.Logger
 
 	loadMu sync.Mutex // serialises loading sessions from the store
+	live   liveHub    // session-list changes for WatchSessions
 
 	components registry // extensions' declared components
 
@@ -272,7 +273,14 @@ func (k *Kernel) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 		}
 		return nil, fmt.Errorf("create session: %w", err)
 	}
-	return k.Session(ctx, opts.ID)
+	s, err := k.Session(ctx, opts.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.do(ctx, func() { s.changed(SessionCreated) }); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Session returns the session with id, loading it from the store on first

@@ -130,6 +130,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 		s.running.Store(false)
 		return err
 	}
+	s.changed(SessionRunning)
 	if s.info.Title == "" && len(userMsgs) > 0 {
 		s.setTitle(userMsgs[0].Content.String())
 	}
@@ -249,6 +250,10 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
 	}
 	s.run = nil
+	if cost != 0 {
+		s.changed(SessionCost)
+	}
+	s.changed(SessionEnded)
 }
 
 // cancelRun ends the run in flight as cancelled. Runs on the actor.
@@ -314,6 +319,9 @@ func (t *turn) Usage(ctx context.Context, u agent.Usage) error {
 			cost := t.s.k.cfg.Prices.Cost(t.r.provider.Name(), t.r.provider.Model(), u)
 			t.s.commits.addCost(cost)
 			t.s.info.MicroUSD += cost
+			if cost != 0 {
+				t.s.changed(SessionCost)
+			}
 		}
 	})
 }

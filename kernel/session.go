@@ -251,6 +251,9 @@ type SendInput struct {
 	// Subscribe asks for a Subscription that starts at the new run's
 	// RUN_STARTED.
 	Subscribe bool
+	// Encoder, with Subscribe, encodes the subscription's frames into
+	// another dialect; nil sends them as logged.
+	Encoder Encoder
 }
 
 // SendResult says where a send went.
@@ -333,6 +336,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	var sub *Subscription
 	if in.Subscribe {
 		sub = newSubscription(&s.hub, s.k.cfg.QueueFrames)
+		sub.enc = in.Encoder
 	}
 	if err := s.startRun(r, users, input, sub); err != nil {
 		cancel()
@@ -382,6 +386,7 @@ func (s *Session) setTitle(text string) {
 	if err := s.k.cfg.Store.UpdateSession(context.Background(), s.info); err != nil {
 		s.k.log.Warn("set session title", "session", s.id, "err", err)
 	}
+	s.changed(SessionTitle)
 }
 
 // Cancel ends the run in flight with RUN_FINISHED and outcome cancelled.
@@ -408,6 +413,13 @@ type SubscribeOptions struct {
 	// Caller is the subscribing client; one that draws consent can be
 	// asked while the subscription lives.
 	Caller Caller
+	// Encoder turns every frame into another dialect; nil sends frames as
+	// logged (AG-UI 1.0).
+	Encoder Encoder
+	// Snapshot, with Since, starts the replay with a seq-0 STATE_SNAPSHOT
+	// of the state as it stood at Since, so a client that holds nothing
+	// can apply the replayed deltas.
+	Snapshot bool
 }
 
 // Subscribe returns a subscription to the session's frames. With since nil
@@ -429,6 +441,7 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 	if opts.Tagged {
 		sub.tag = s.id
 	}
+	sub.enc = opts.Encoder
 	if opts.Since == nil {
 		var err error
 		if derr := s.do(ctx, func() {
@@ -458,10 +471,36 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 	sub.head = head
 	sub.backlog = func(ctx context.Context, fn func(Frame) error) error {
 		emit := fn
+		if sub.enc != nil {
+			var out []Frame
+			emit = func(f Frame) error {
+				out = sub.enc.Encode(out[:0], f)
+				for _, e := range out {
+					if err := fn(e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
 		if sub.tag != "" {
+			encoded := emit
 			emit = func(f Frame) error {
 				f.Data = TagSession(f.Data, sub.tag)
-				return fn(f)
+				return encoded(f)
+			}
+		}
+		if opts.Snapshot {
+			doc, err := s.StateAt(ctx, from)
+			if err != nil {
+				return err
+			}
+			f, err := stateSnapshotFrame(doc)
+			if err != nil {
+				return err
+			}
+			if err := emit(f); err != nil {
+				return err
 			}
 		}
 		var co *coalescer

@@ -41,6 +41,10 @@ type ShowInput struct {
 	// Fallback, when set, is what a client that cannot draw the surface or
 	// component shows; it may use core kinds only.
 	Fallback json.RawMessage
+	// A2UI, instead of Surface, is a list of A2UI v0.9 messages for one
+	// surface, checked strictly (dialect/a2ui.Validate); the surface every
+	// client draws is lifted from it, and the A2UI face sends the messages.
+	A2UI json.RawMessage
 }
 
 // node is a placed surface or component as it sits in the state document
@@ -71,6 +75,9 @@ type Placed struct {
 	Component string          `json:"component,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	Text      string          `json:"text"`
+	// A2UI is the a2ui form the surface was shown with, as the A2UI face
+	// sends it.
+	A2UI json.RawMessage `json:"a2ui,omitempty"`
 }
 
 // Unplaced is the value of an orrery.unplaced event.
@@ -122,6 +129,15 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 			placement = p
 		}
 	}
+	var a2uiOps json.RawMessage
+	if len(in.A2UI) > 0 {
+		if len(in.Surface) > 0 || in.Component != "" || len(in.Structure) > 0 {
+			return &RequestError{Msg: "ui.show takes a2ui instead of surface, component or structure, not beside one: send one form"}
+		}
+		if in.Surface, a2uiOps, err = liftA2UI(owner, in.ID, in.A2UI); err != nil {
+			return refuse(err)
+		}
+	}
 	forms := 0
 	for _, set := range []bool{len(in.Surface) > 0, in.Component != "", len(in.Structure) > 0} {
 		if set {
@@ -129,7 +145,7 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 		}
 	}
 	if forms != 1 {
-		return &RequestError{Msg: "ui.show takes exactly one of surface (a whole surface), component (one the manifest declares) or structure (an inline structure over the catalog orrery/1); send one of them"}
+		return &RequestError{Msg: "ui.show takes exactly one of surface (a whole surface), component (one the manifest declares) or structure (an inline structure over the catalog orrery/1); or an a2ui form; send one of them"}
 	}
 	if len(in.Fallback) > 0 {
 		if err := ui.ValidateFallback(in.Fallback); err != nil {
@@ -146,13 +162,14 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	if err != nil {
 		return refuse(err)
 	}
-	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text)
+	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text, a2uiOps)
 }
 
 // place puts a checked surface under owner's id and announces it. A
 // component shown there before leaves with its data and, when no other node
-// uses it, its structure. Runs on the actor.
-func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string) error {
+// uses it, its structure. a2uiOps is the a2ui form it was shown with, if
+// any, for the A2UI face. Runs on the actor.
+func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string, a2uiOps json.RawMessage) error {
 	view, err := s.state.view()
 	if err != nil {
 		return err
@@ -164,7 +181,7 @@ func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title
 		return err
 	}
 	ops = append(ops, dropOps(view, owner, id, nodeID)...)
-	placed := Placed{ID: id, Placement: string(placement), Owner: string(owner), Title: title, Surface: surface, Text: text}
+	placed := Placed{ID: id, Placement: string(placement), Owner: string(owner), Title: title, Surface: surface, Text: text, A2UI: a2uiOps}
 	if err := s.emitPlacement(ops, placed); err != nil {
 		return err
 	}

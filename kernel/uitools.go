@@ -64,7 +64,8 @@ func (t *showTool) Spec() tool.Spec {
 			"(a stack's children are nodes; on and when are optional) and data, one JSON object the nodes read with ${/json/pointer} templates in strings, " +
 			"such as {\"type\": \"text\", \"value\": \"${/left} left\"} with {\"left\": 3}; a string that is exactly one ${…} keeps the value's JSON type. " +
 			"To change a component, call ui.show again with the same id and the whole new data. A person's action on your component (an event its on names) reaches you on your next turn as a note \"[ext:ui] <id>: <action> <value>\". " +
-			"A button with an href is a link the host opens. The types (catalog orrery/1), with their fields and events:" + showCatalog(),
+			"A button with an href is a link the host opens. Instead of surface you may send a2ui: a list of A2UI v0.9 messages (createSurface with the basic catalog, updateComponents with a root, updateDataModel) for one surface. " +
+			"The types (catalog orrery/1), with their fields and events:" + showCatalog(),
 		Parameters: json.RawMessage(`{"type":"object","required":["id","placement"],"additionalProperties":false,"properties":{` +
 			`"id":{"type":"string","description":"your id for this surface: letters, digits, . _ -"},` +
 			`"placement":{"type":"string","enum":["band","pane.left","pane.right","footer","inline","hidden"]},` +
@@ -73,7 +74,8 @@ func (t *showTool) Spec() tool.Spec {
 			`"structure":{"type":"object","description":"a component's tree of nodes {\"type\": TYPE, …}; send data with it"},` +
 			`"data":{"type":"object","description":"the structure's data: one JSON object"},` +
 			`"component":{"type":"string","description":"an extension's declared component: extensions only; you compose a structure instead"},` +
-			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"}}}`),
+			`"fallback":{"type":"object","description":"a surface of a core kind for clients that cannot draw this one"},` +
+			`"a2ui":{"type":"array","items":{"type":"object"},"description":"instead of surface: A2UI v0.9 messages for one surface"}}}`),
 		// Placing is governed by the placement rules, not the consent gate.
 		ReadOnly: true,
 	}
@@ -89,12 +91,13 @@ func (t *showTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		Data      json.RawMessage `json:"data"`
 		Component string          `json:"component"`
 		Fallback  json.RawMessage `json:"fallback"`
+		A2UI      json.RawMessage `json:"a2ui"`
 	}
 	if err := json.Unmarshal(c.Args, &in); err != nil {
 		return tool.Result{Text: "ui.show needs {id, placement} and one of surface or structure with data: " + err.Error(), Error: true}, nil
 	}
 	err := t.s.Show(ctx, ui.OwnerAgent, ShowInput{ID: in.ID, Placement: in.Placement, Title: in.Title, Surface: in.Surface,
-		Structure: in.Structure, Data: in.Data, Component: in.Component, Fallback: in.Fallback})
+		Structure: in.Structure, Data: in.Data, Component: in.Component, Fallback: in.Fallback, A2UI: in.A2UI})
 	return toolOutcome(err, fmt.Sprintf("placed %s in %s", in.ID, in.Placement))
 }
 

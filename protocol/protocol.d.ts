@@ -403,6 +403,9 @@ export interface SessionAttach {
   session: string;
   since?: number;
   coalesce?: boolean;
+  stream_mode?: string;
+  snapshot?: boolean;
+  a2ui?: boolean;
 }
 
 export interface SessionDetach {

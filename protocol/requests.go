@@ -133,11 +133,18 @@ const ProtocolVersion = "orrery/1"
 // SessionAttach starts sending a session's frames on this connection,
 // after Since when given (a resume), or from a seq-0 snapshot when not.
 // Coalesce merges runs of text and argument deltas in the replayed part.
+// StreamMode picks the dialect of the frames (agui_spec, agui, openai,
+// dual; empty means agui_spec). Snapshot, with Since, starts the replay
+// with a seq-0 STATE_SNAPSHOT of the state as it stood at Since. A2UI adds
+// an ACTIVITY_SNAPSHOT a2ui-surface before each placement and removal.
 type SessionAttach struct {
 	Envelope
-	Session  string  `json:"session"`
-	Since    *uint64 `json:"since,omitempty"`
-	Coalesce bool    `json:"coalesce,omitempty"`
+	Session    string  `json:"session"`
+	Since      *uint64 `json:"since,omitempty"`
+	Coalesce   bool    `json:"coalesce,omitempty"`
+	StreamMode string  `json:"stream_mode,omitempty"`
+	Snapshot   bool    `json:"snapshot,omitempty"`
+	A2UI       bool    `json:"a2ui,omitempty"`
 }
 
 // SessionAttachReply is the value of a SessionAttach reply: the session's

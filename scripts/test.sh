@@ -10,6 +10,11 @@ if [ ! -d interop/node_modules ] || [ interop/package-lock.json -nt interop/node
   (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+echo "== npm packages for the A2UI renderer test"
+if [ ! -d interop/a2ui/node_modules ] || [ interop/a2ui/package-lock.json -nt interop/a2ui/node_modules ]; then
+  npm ci --prefix interop/a2ui --no-audit --no-fund --loglevel=error
+fi
+
 echo "== npm packages for the ACP test agent and editor"
 if [ ! -d agent/acp/testdata/agent/node_modules ] || [ agent/acp/testdata/agent/package-lock.json -nt agent/acp/testdata/agent/node_modules ]; then
   npm ci --prefix agent/acp/testdata/agent --no-audit --no-fund --loglevel=error

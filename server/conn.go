@@ -281,7 +281,12 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	if err := c.detach(q.Session); err != nil && !errors.Is(err, errNotAttached) {
 		return err
 	}
-	sub, err := sess.SubscribeWith(c.ctx, kernel.SubscribeOptions{Since: q.Since, Tagged: true, Coalesce: q.Coalesce, Caller: kernel.Caller{Client: c.client, Draws: c.draws}})
+	enc, err := encoderFor(q.StreamMode, q.A2UI)
+	if err != nil {
+		return &kernel.RequestError{Msg: err.Error()}
+	}
+	sub, err := sess.SubscribeWith(c.ctx, kernel.SubscribeOptions{Since: q.Since, Tagged: true, Coalesce: q.Coalesce,
+		Caller: kernel.Caller{Client: c.client, Draws: c.draws}, Encoder: enc, Snapshot: q.Since != nil && q.Snapshot})
 	if err != nil {
 		return err
 	}

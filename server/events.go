@@ -15,7 +15,10 @@ import (
 // since, or the Last-Event-ID header, resumes after that seq; without either
 // the stream starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of seq 0.
 // client and draws declare the client: a declaration that lacks a required
-// element is refused. coalesce=1 merges runs of deltas in the replay.
+// element is refused. coalesce=1 merges runs of deltas in the replay;
+// snapshot=1 with since starts the replay with the state as it stood at
+// since. stream_mode picks the dialect (package dialect); a2ui=1 adds the
+// A2UI face of placed surfaces.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("session")
@@ -30,6 +33,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+	}
+	enc, err := encoderFor(q.Get("stream_mode"), q.Get("a2ui") == "1")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	var since *uint64
 	for _, v := range []struct{ name, value string }{
@@ -51,7 +59,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.kernelError(w, err)
 		return
 	}
-	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{Since: since, Coalesce: q.Get("coalesce") == "1", Caller: caller})
+	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{
+		Since: since, Coalesce: q.Get("coalesce") == "1", Caller: caller,
+		Encoder: enc, Snapshot: since != nil && q.Get("snapshot") == "1",
+	})
 	if err != nil {
 		s.kernelError(w, err)
 		return

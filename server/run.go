@@ -16,7 +16,13 @@ import (
 // The response streams RUN_STARTED, the turn's STATE_SNAPSHOT, the run's
 // events and its terminal event, then closes. A client that goes away
 // before the end cancels the run: for a stock client the request is the run.
+// ?stream_mode= picks the dialect of the stream (package dialect).
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	enc, err := encoderFor(r.URL.Query().Get("stream_mode"), r.URL.Query().Get("a2ui") == "1")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
@@ -37,6 +43,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		Tools:     in.Tools,
 		Context:   in.Context,
 		Subscribe: true,
+		Encoder:   enc,
 	})
 	if err != nil {
 		s.kernelError(w, err)

@@ -54,6 +54,9 @@ type Config struct {
 	// SaveConfig writes one key of the configuration file (for ui.save);
 	// nil refuses ui.save.
 	SaveConfig func(key, value string) error
+	// Models are the model names GET /v1/models lists besides "orrery"
+	// (the default model): the configured [models.<alias>] names.
+	Models []string
 	// OriginPatterns are the extra origins a browser WebSocket may come from
 	// (coder/websocket patterns); the server's own host is always allowed.
 	OriginPatterns []string
@@ -121,6 +124,9 @@ func New(cfg Config) *Server {
 	s.mux.Handle("GET /{$}", page)
 	s.mux.Handle("GET /assets/", page)
 	s.mux.HandleFunc("GET /acp/ws", s.handleOri)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /api/live", s.handleLive)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
 }
@@ -133,6 +139,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" && !isPage(r) {
 		if err := s.cfg.Tokens.Check(r); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
+			if strings.HasPrefix(r.URL.Path, "/v1/") {
+				// OpenAI SDKs send their API key as the bearer token: a node
+				// token goes there.
+				writeOAError(w, http.StatusUnauthorized, "", "invalid_api_key", err.Error()+" (an OpenAI SDK sends it as its API key)")
+				return
+			}
 			writeError(w, http.StatusUnauthorized, err.Error())
 			return
 		}

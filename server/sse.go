@@ -38,9 +38,11 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
-// AppendSSE appends f framed as one SSE event to dst.
+// AppendSSE appends f framed as one SSE event to dst. A frame with seq 0,
+// or with no Type (an encoder's frame that continues the next one's seq),
+// has no id line.
 func AppendSSE(dst []byte, f kernel.Frame) []byte {
-	if f.Seq > 0 {
+	if f.Seq > 0 && f.Type != "" {
 		dst = append(dst, "id: "...)
 		dst = strconv.AppendUint(dst, f.Seq, 10)
 		dst = append(dst, '\n')

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/getorrery/orrery/consent"
+	"github.com/getorrery/orrery/dialect"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
@@ -21,6 +22,9 @@ type runCmd struct {
 	common  commonFlags
 	prompt  string
 	json    bool
+	mode    string
+	enc     kernel.Encoder
+	encoded []kernel.Frame
 	session string
 	allow   ruleList
 	deny    ruleList
@@ -50,10 +54,11 @@ func (c *runCmd) Synopsis() string {
 }
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "run", "run (-p PROMPT | CREW.toml) [--events jsonl [--client NAME] [--stream]] [--model NAME] [--json] [--session ID] [--allow RULE]... [--deny RULE]... [--yes] [--data DIR]")
+	fs := newFlagSet(c.env, "run", "run (-p PROMPT | CREW.toml) [--events jsonl [--client NAME] [--stream]] [--model NAME] [--json [--stream-mode MODE]] [--session ID] [--allow RULE]... [--deny RULE]... [--yes] [--data DIR]")
 	c.common.register(fs, true)
 	fs.StringVar(&c.prompt, "p", "", "the prompt; - reads it from standard input")
 	fs.BoolVar(&c.json, "json", false, "print every frame of the run as one JSON line (AG-UI events) instead of the answer's text")
+	fs.StringVar(&c.mode, "stream-mode", "", "with --json, the dialect of the lines: agui_spec (default), agui, openai or dual (docs/dialects.md)")
 	fs.StringVar(&c.session, "session", "", "continue this session instead of starting a new one")
 	fs.Var(&c.allow, "allow", "allow tool calls that match this rule, such as 'shell(go test*)' (repeatable)")
 	fs.Var(&c.deny, "deny", "deny tool calls that match this rule, such as 'write_file(**)' (repeatable)")
@@ -75,6 +80,14 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 		}
 		c.prompt = string(b)
 	}
+	mode, err := dialect.ParseMode(c.mode)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if c.mode != "" && !c.json {
+		return &usageError{msg: "--stream-mode shapes the --json lines: add --json, or leave --stream-mode out"}
+	}
+	c.enc = dialect.Encoder(mode, dialect.Options{Model: c.common.model})
 	if strings.TrimSpace(c.prompt) == "" {
 		return &usageError{msg: "run needs a prompt: orrery run -p \"PROMPT\" (or -p - to read it from standard input)"}
 	}
@@ -159,7 +172,13 @@ func (c *runCmd) print(ctx context.Context, sess *kernel.Session, sub *kernel.Su
 
 // frame prints one frame and reports whether it ended the run.
 func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, error) {
-	if c.json {
+	if c.json && c.enc != nil {
+		c.encoded = c.enc.Encode(c.encoded[:0], f)
+		for _, e := range c.encoded {
+			out.Write(e.Data)
+			out.WriteByte('\n')
+		}
+	} else if c.json {
 		out.Write(f.Data)
 		out.WriteByte('\n')
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +112,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		KeepAlive:    cfg.Server.KeepAlive.Duration,
 		Logger:       log,
 		Tokens:       tokens,
+		Models:       slices.Sorted(maps.Keys(cfg.Models)),
 		SaveConfig: func(key, value string) error {
 			path := c.common.configPath
 			if path == "" {
