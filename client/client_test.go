@@ -744,3 +744,31 @@ func TestRefusedHelloIsFinal(t *testing.T) {
 		})
 	}
 }
+
+// TestDeclarationReachesRequests: a client that declares it draws consent
+// may answer consent over every transport, POST /control included (the
+// answer to an unknown request is then refused for that, not for the
+// declaration), and one that does not is refused for the declaration.
+func TestDeclarationReachesRequests(t *testing.T) {
+	h := newHarness(t)
+	for _, tr := range transports {
+		for _, draws := range [][]string{{"thread", "tools", "consent"}, {"thread", "tools"}} {
+			t.Run(tr+"/"+strings.Join(draws, ","), func(t *testing.T) {
+				c := h.dial(tr, client.Options{Client: "test", Draws: draws})
+				ctx := timeout(t)
+				id, err := c.NewSession(ctx, protocol.SessionNew{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = c.Do(ctx, &protocol.ConsentAnswer{Envelope: protocol.Envelope{T: "consent.answer"}, Session: id, Request: "consent_nope", Option: "allow_once"})
+				want := "no consent request"
+				if len(draws) == 2 {
+					want = "does not draw consent"
+				}
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("consent.answer = %v, want a refusal naming %q", err, want)
+				}
+			})
+		}
+	}
+}

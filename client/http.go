@@ -45,7 +45,14 @@ func (c *Client) health(ctx context.Context) error {
 
 // control sends one request to POST /control and returns the reply value.
 func (c *Client) control(ctx context.Context, kind string, body []byte) (json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/control", bytes.NewReader(body))
+	target := c.base + "/control"
+	// The client declares itself on every request, as on GET /events, so
+	// that requests only a declaring client may send (consent.answer) are
+	// accepted.
+	if q := c.declaration(); len(q) > 0 {
+		target += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
@@ -64,6 +71,18 @@ func (c *Client) control(ctx context.Context, kind string, body []byte) (json.Ra
 		return nil, statusError(kind, resp.StatusCode, resp.Status, data)
 	}
 	return json.RawMessage(data), nil
+}
+
+// declaration is the client's name and what it draws, as query values.
+func (c *Client) declaration() url.Values {
+	q := url.Values{}
+	if c.opts.Client != "" {
+		q.Set("client", c.opts.Client)
+	}
+	if len(c.opts.Draws) > 0 {
+		q.Set("draws", strings.Join(c.opts.Draws, ","))
+	}
+	return q
 }
 
 // statusError turns a non-2xx answer into a *RequestError with the
@@ -93,11 +112,8 @@ func (c *Client) openEvents(ctx context.Context, s *Stream, since *uint64) (*sse
 	if s.coalesce {
 		q.Set("coalesce", "1")
 	}
-	if c.opts.Client != "" {
-		q.Set("client", c.opts.Client)
-	}
-	if len(c.opts.Draws) > 0 {
-		q.Set("draws", strings.Join(c.opts.Draws, ","))
+	for k, v := range c.declaration() {
+		q[k] = v
 	}
 	// The request lives as long as the stream: ctx only bounds the wait for
 	// the response headers.
