@@ -14,6 +14,7 @@ import (
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/tui"
 )
@@ -101,7 +102,9 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	if target == "" {
 		opts.Host = true
 		opts.Model = c.common.model
-		k, err := openKernel(ctx, c.env, cfg, log, true)
+		// This screen is the host's own: a link a person opens here goes to
+		// the system opener (one argument, never a shell).
+		k, err := openKernel(ctx, c.env, cfg, log, true, func(kc *kernel.Config) { kc.Opener = kernel.SystemOpener{} })
 		if err != nil {
 			return err
 		}
