@@ -85,3 +85,18 @@ type Charge struct {
 type Charger interface {
 	Charge(ctx context.Context, c Charge) error
 }
+
+type sessionKey struct{}
+
+// WithSession returns ctx naming the session a run belongs to. The kernel
+// runs every turn under it, so a tool can tell sessions apart (the hub
+// tools address a session's agents by it).
+func WithSession(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, id)
+}
+
+// SessionFrom returns the session WithSession put in ctx, or "".
+func SessionFrom(ctx context.Context) string {
+	id, _ := ctx.Value(sessionKey{}).(string)
+	return id
+}
