@@ -401,7 +401,26 @@ func (b *Bridge) answer(ctx context.Context, in Inbound) {
 	}
 	if err != nil {
 		b.log.Warn("bus: input.given was not taken", "correlationId", p.id, "why", err.Error())
+		if !p.consent && b.stillPending(ctx, p.id) {
+			// A value the question cannot take (not one of its choices)
+			// leaves it waiting: the next answer, or stdin's end, settles it.
+			b.mu.Lock()
+			closed := b.inClosed
+			if !closed {
+				b.pending = slices.Insert(b.pending, 0, p)
+			}
+			b.mu.Unlock()
+			if closed {
+				b.refuse(p)
+			}
+		}
 	}
+}
+
+// stillPending reports whether the session still waits for question id.
+func (b *Bridge) stillPending(ctx context.Context, id string) bool {
+	ids, err := b.sess.PendingInputs(ctx)
+	return err == nil && slices.Contains(ids, id)
 }
 
 // valueText returns a JSON string's text, or any other JSON value as written.
