@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/kernel"
@@ -231,5 +233,53 @@ func TestCancelClosesSubagentOpenMessages(t *testing.T) {
 	}
 	if subErr == nil || subErr.SubagentRunID != subID || subErr.Code != "cancelled" {
 		t.Errorf("SUBAGENT_ERROR = %+v, want the sub-agent's, cancelled", subErr)
+	}
+}
+
+// TestTaskToolAddresses checks where delegated sub-agents sit on the hub:
+// in their caller's crew, named for their role (spaces and slashes become
+// dashes), and nested ones in the crew of the sub-agent that delegated.
+func TestTaskToolAddresses(t *testing.T) {
+	var mu sync.Mutex
+	var addrs []string
+	tt := subagent.TaskTool{
+		OnStart: func(addr string) { mu.Lock(); addrs = append(addrs, addr); mu.Unlock() },
+		Self:    func(ctx context.Context) string { return "agent://" + agent.SessionFrom(ctx) + "/main" },
+	}
+	task := func(role string) map[string]any {
+		return map[string]any{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "work", "role": role}}}}
+	}
+	sess := runScript(t, []map[string]any{
+		task("code reviewer"),
+		{"text": []string{"reviewed"}},
+		task("a/b"),
+		task("nested"), // the a/b sub-agent delegates in turn
+		{"text": []string{"nested done"}},
+		{"text": []string{"a/b done"}},
+		{"text": []string{"all done"}},
+	}, tt)
+	ctx := context.Background()
+	res, err := sess.Send(ctx, kernel.SendInput{Text: "delegate", Subscribe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Sub.Close()
+	deadline := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-res.Sub.Ready():
+		case <-deadline:
+			t.Fatal("no terminal event")
+		}
+		for _, f := range res.Sub.Take(nil) {
+			done = done || protocol.EventType(f.Type).Terminal()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	s := sess.ID()
+	want := []string{"agent://" + s + "/code-reviewer", "agent://" + s + "/a-b", "agent://" + s + "/nested"}
+	if strings.Join(addrs, " ") != strings.Join(want, " ") {
+		t.Errorf("sub-agent addresses = %v, want %v", addrs, want)
 	}
 }
