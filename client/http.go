@@ -45,7 +45,20 @@ func (c *Client) health(ctx context.Context) error {
 
 // control sends one request to POST /control and returns the reply value.
 func (c *Client) control(ctx context.Context, kind string, body []byte) (json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/control", bytes.NewReader(body))
+	// The client declares itself as on GET /events: the server acts with
+	// its name (a hub seat) and what it draws (consent).
+	target := c.base + "/control"
+	q := url.Values{}
+	if c.opts.Client != "" {
+		q.Set("client", c.opts.Client)
+	}
+	if len(c.opts.Draws) > 0 {
+		q.Set("draws", strings.Join(c.opts.Draws, ","))
+	}
+	if len(q) > 0 {
+		target += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
