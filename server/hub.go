@@ -17,7 +17,7 @@ import (
 // every one of them gets what the hub delivers to it, and the seat is left
 // when the last one ends.
 type seatTable struct {
-	mu    sync.Mutex // guards seats
+	mu    sync.Mutex // guards seats; taken before the hub's own lock
 	seats map[string]*seat
 }
 
@@ -68,13 +68,13 @@ func (s *Server) leaveSeat(c *conn) {
 		return
 	}
 	delete(st.holders, c)
-	if len(st.holders) > 0 {
-		t.mu.Unlock()
-		return
+	if len(st.holders) == 0 {
+		// Under the lock, so a connection taking the seat at this moment
+		// finds it either held or free on the hub, never half left.
+		delete(t.seats, addr)
+		st.detach()
 	}
-	delete(t.seats, addr)
 	t.mu.Unlock()
-	st.detach()
 }
 
 // deliverSeat writes what the hub delivered to seat addr, as a CUSTOM
