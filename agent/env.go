@@ -67,3 +67,36 @@ type Asker interface {
 	// returns ctx's error when the run ends meanwhile.
 	Ask(ctx context.Context, q Question) (Answer, error)
 }
+
+// Charge is one model call's usage by an agent of the run whose model is
+// not the run's own, such as a sub-agent working on a model of its own.
+type Charge struct {
+	// Provider and Model name the model that incurred it; the price table
+	// is looked up by provider:model.
+	Provider, Model string
+	// SubagentRunID is the sub-agent that made the call, when one did.
+	SubagentRunID string
+	Usage         Usage
+}
+
+// Charger is a Turn that prices each model call against the model that
+// made it. The kernel's turns implement it. A Turn that does not takes
+// the usage as its run's own (Turn.Usage), priced as the run's model.
+type Charger interface {
+	Charge(ctx context.Context, c Charge) error
+}
+
+type sessionKey struct{}
+
+// WithSession returns ctx naming the session a run belongs to. The kernel
+// runs every turn under it, so a tool can tell sessions apart (the hub
+// tools address a session's agents by it).
+func WithSession(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, id)
+}
+
+// SessionFrom returns the session WithSession put in ctx, or "".
+func SessionFrom(ctx context.Context) string {
+	id, _ := ctx.Value(sessionKey{}).(string)
+	return id
+}

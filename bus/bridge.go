@@ -192,12 +192,14 @@ func (b *Bridge) Frame(f kernel.Frame) (done bool, exitCode int) {
 			break
 		}
 		tokens := totalTokens(e.Usage)
+		var result protocol.RunResult
+		_ = json.Unmarshal(e.Result, &result)
 		if e.Outcome != nil && e.Outcome.Type == protocol.OutcomeCancelled {
 			b.write(Event{Kind: KindError}.With("code", CodeCrewCancelled).With("message", "the run was cancelled").With("recoverable", false))
-			b.write(Event{Kind: KindRunFinished}.With("success", false).With("exitCode", 130).With("tokens", tokens))
+			b.write(Event{Kind: KindRunFinished}.With("success", false).With("exitCode", 130).With("tokens", tokens).With("microUsd", result.MicroUSD))
 			return true, 130
 		}
-		b.write(Event{Kind: KindRunFinished}.With("success", true).With("exitCode", 0).With("tokens", tokens))
+		b.write(Event{Kind: KindRunFinished}.With("success", true).With("exitCode", 0).With("tokens", tokens).With("microUsd", result.MicroUSD))
 		return true, 0
 	case *protocol.RunError:
 		if f.Run != runID {
@@ -208,7 +210,11 @@ func (b *Bridge) Frame(f kernel.Frame) (done bool, exitCode int) {
 			code = CodeCrewCancelled
 		}
 		b.write(Event{Kind: KindError}.With("code", code).With("message", e.Message).With("recoverable", false))
-		b.write(Event{Kind: KindRunFinished}.With("success", false).With("exitCode", 3).With("tokens", totalTokens(e.Usage)))
+		var micro int64
+		if r := e.Orrery().Result; r != nil {
+			micro = r.MicroUSD
+		}
+		b.write(Event{Kind: KindRunFinished}.With("success", false).With("exitCode", 3).With("tokens", totalTokens(e.Usage)).With("microUsd", micro))
 		return true, 3
 	}
 	return false, 0
@@ -258,7 +264,8 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 		if json.Unmarshal(e.Value, &v) != nil {
 			return
 		}
-		b.write(Event{Kind: KindCostUpdated, CrewID: w.crew, AgentID: w.agent}.With("tokens", v.TotalTokens).With("model", v.Model))
+		b.write(Event{Kind: KindCostUpdated, CrewID: w.crew, AgentID: w.agent}.With("tokens", v.TotalTokens).With("model", v.Model).
+			With("provider", v.Provider).With("microUsd", v.MicroUSD))
 	case kernel.ConsentRequestedEvent:
 		var v kernel.ConsentRequested
 		if json.Unmarshal(e.Value, &v) != nil {
@@ -394,7 +401,26 @@ func (b *Bridge) answer(ctx context.Context, in Inbound) {
 	}
 	if err != nil {
 		b.log.Warn("bus: input.given was not taken", "correlationId", p.id, "why", err.Error())
+		if !p.consent && b.stillPending(ctx, p.id) {
+			// A value the question cannot take (not one of its choices)
+			// leaves it waiting: the next answer, or stdin's end, settles it.
+			b.mu.Lock()
+			closed := b.inClosed
+			if !closed {
+				b.pending = slices.Insert(b.pending, 0, p)
+			}
+			b.mu.Unlock()
+			if closed {
+				b.refuse(p)
+			}
+		}
 	}
+}
+
+// stillPending reports whether the session still waits for question id.
+func (b *Bridge) stillPending(ctx context.Context, id string) bool {
+	ids, err := b.sess.PendingInputs(ctx)
+	return err == nil && slices.Contains(ids, id)
 }
 
 // valueText returns a JSON string's text, or any other JSON value as written.

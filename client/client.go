@@ -82,6 +82,11 @@ type Options struct {
 	// MaxFrameBytes bounds one frame or message read; 0 means
 	// DefaultMaxFrameBytes.
 	MaxFrameBytes int64
+	// OnHubMessage, when set, receives what the kernel's hub delivers to
+	// this client's seat client://Client (WebSocket and pipe only: the
+	// connection holds the seat while it is open). It is called on the
+	// connection's reader, so it must not block.
+	OnHubMessage func(protocol.HubMessage)
 }
 
 func (o *Options) defaults() {

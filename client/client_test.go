@@ -21,6 +21,7 @@ import (
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/provider/script"
 	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
@@ -51,12 +52,13 @@ type harness struct {
 	pipeDone  chan error
 	tcp, unix *proxy
 	logs      *logbuf.Buffer
+	hub       *hub.Hub // the server's event hub, kept across restarts
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &logbuf.Buffer{}}
+	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &logbuf.Buffer{}, hub: hub.New()}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server logs:\n%s", h.logs.String())
@@ -90,7 +92,7 @@ func (h *harness) start() {
 		st.Close()
 		t.Fatalf("kernel.Open() = %v, want nil", err)
 	}
-	srv := server.New(server.Config{Kernel: k, Logger: log, KeepAlive: 200 * time.Millisecond})
+	srv := server.New(server.Config{Kernel: k, Logger: log, KeepAlive: 200 * time.Millisecond, Hub: h.hub})
 	ln, err := server.ListenPipe(h.sockPath())
 	if err != nil {
 		t.Fatalf("ListenPipe() = %v, want nil", err)

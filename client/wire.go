@@ -354,6 +354,10 @@ func (w *wire) dispatch(m []byte) *CloseError {
 			w.c.log.Warn("skipping a frame", "err", err)
 			return nil
 		}
+		if meta.session == "" && meta.seq == 0 {
+			w.c.hubFrame(m) // a frame outside every session
+			return nil
+		}
 		w.mu.Lock()
 		s := w.streams[meta.session]
 		w.mu.Unlock()

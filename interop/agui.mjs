@@ -483,8 +483,18 @@ async function checkKernel(rec, agent) {
     if (!cm) fail(`${what}: the kernel's MESSAGES_SNAPSHOT has ${km.role} message ${id}, which agent.messages lacks`);
     if (!sameJSON(cm, km)) fail(`${what}: message ${id}: the client holds ${JSON.stringify(cm)}, the kernel ${JSON.stringify(km)}`);
   }
+  // The official client folds a sub-agent's messages (events with a
+  // subagentRunId) into agent.messages; the kernel keeps them out of the
+  // thread's MESSAGES_SNAPSHOT. Those, and only those, may be extra.
+  const attributed = new Set(rec.events.filter((e) => e.subagentRunId && e.messageId).map((e) => e.messageId));
+  rec.subagentMessages = [];
   for (const [id, cm] of client) {
-    if (!kernel.has(id)) fail(`${what}: agent.messages has ${cm.role} message ${id}, which the kernel's MESSAGES_SNAPSHOT lacks`);
+    if (kernel.has(id)) continue;
+    if (attributed.has(id)) {
+      rec.subagentMessages.push(id);
+      continue;
+    }
+    fail(`${what}: agent.messages has ${cm.role} message ${id}, which the kernel's MESSAGES_SNAPSHOT lacks`);
   }
 }
 
@@ -597,6 +607,17 @@ function expectToolRoundTrip(rec, name) {
   return { id, args: argText, content: res.content, resultIndex: result };
 }
 
+// subagentSummary reports, for each event of the run as the client
+// delivered it, its type and subagentRunId (an AG-UI 1.0 field the client
+// must keep), and the sub-agent's messages the client folded into
+// agent.messages.
+function subagentSummary(rec) {
+  return {
+    events: rec.events.map((e) => ({ type: e.type, subagentRunId: e.subagentRunId ?? "", messageId: e.messageId ?? "" })),
+    clientMessages: rec.subagentMessages,
+  };
+}
+
 const scenarios = {
   async text(threadId) {
     const agent = newAgent(threadId, [{ id: "user-1", role: "user", content: "Say hello." }]);
@@ -703,6 +724,35 @@ const scenarios = {
     expectUsage(rec, e.metadata?.orrery?.result);
     expect(rec.result === undefined, `run ${rec.runId}: runAgent resolved with result ${JSON.stringify(rec.result)} for a failed run`);
     return { agent, recs: [rec] };
+  },
+
+  async subagent(threadId) {
+    const agent = newAgent(threadId, [{ id: "user-1", role: "user", content: "Delegate the greeting." }]);
+    const rec = await runOnce(agent, { runId: "run-subagent-1" });
+    await checkKernel(rec, agent);
+    expectFinishedSuccess(rec);
+    return { agent, recs: [rec], extra: { subagent: subagentSummary(rec) } };
+  },
+
+  async "subagent-cancel"(threadId) {
+    const agent = newAgent(threadId, [{ id: "user-1", role: "user", content: "Delegate something endless." }]);
+    let cancel;
+    const rec = await runOnce(agent, { runId: "run-subagent-cancel-1" }, {
+      onEvent(ev) {
+        if (ev.type === "TEXT_MESSAGE_CONTENT" && ev.subagentRunId && !cancel) {
+          cancel = control({ t: "run.cancel", id: "cancel-1", session: threadId });
+        }
+      },
+    });
+    expect(cancel, `run ${rec.runId}: no sub-agent TEXT_MESSAGE_CONTENT arrived, so nothing was cancelled`);
+    const reply = await cancel;
+    expect(reply.status === 200, `run.cancel: status ${reply.status}: ${JSON.stringify(reply.value)}`);
+    const t = rec.terminal;
+    expect(t.type === "RUN_FINISHED" && sameJSON(t.outcome, { type: "cancelled" }),
+      `run ${rec.runId}: ends with ${brief(t)}, want RUN_FINISHED with outcome {type: "cancelled"}`);
+    await sleep(400);
+    await checkKernel(rec, agent);
+    return { agent, recs: [rec], extra: { subagent: subagentSummary(rec) } };
   },
 
   async offline(threadId) {

@@ -27,6 +27,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/provider/script"
+	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
@@ -65,6 +66,17 @@ type result struct {
 	CallID     string  `json:"callId"`
 	Answer     message `json:"answer"`
 	// cancel
+	// subagent, subagent-cancel: each event as the client delivered it
+	Subagent struct {
+		Events []struct {
+			Type          string `json:"type"`
+			SubagentRunID string `json:"subagentRunId"`
+			MessageID     string `json:"messageId"`
+		} `json:"events"`
+		// ClientMessages are the sub-agent's messages the client put in
+		// agent.messages, which the kernel's thread leaves out.
+		ClientMessages []string `json:"clientMessages"`
+	} `json:"subagent"`
 	CancelReply struct {
 		Status int             `json:"status"`
 		Value  json.RawMessage `json:"value"`
@@ -325,6 +337,69 @@ func TestAGUIClient(t *testing.T) {
 			},
 		},
 		{
+			name: "subagent",
+			script: &script.File{Turns: []script.Turn{
+				{ToolCalls: []script.ToolCall{{Name: "task", Args: json.RawMessage(`{"description":"Say hello.","role":"greeter"}`)}}, Usage: &script.Usage{InputTokens: 10, OutputTokens: 4}},
+				{Text: []string{"Hel", "lo"}, Usage: &script.Usage{InputTokens: 6, OutputTokens: 2}},
+				{Text: []string{"Done."}, Usage: &script.Usage{InputTokens: 20, OutputTokens: 1}},
+			}},
+			check: func(t *testing.T, sc scenario, res result) {
+				run := oneRun(t, res)
+				sub := checkSubagentSpan(t, res, "SUBAGENT_FINISHED")
+				var subTexts []string
+				for _, e := range res.Subagent.Events {
+					if e.Type == "TEXT_MESSAGE_CONTENT" && e.SubagentRunID == sub {
+						subTexts = append(subTexts, e.Type)
+					}
+				}
+				if len(subTexts) != 2 {
+					t.Errorf("the sub-agent's TEXT_MESSAGE_CONTENT as the client delivered them = %d, want 2 with subagentRunId %s", len(subTexts), sub)
+				}
+				if len(run.ToolResults) != 1 || run.ToolResults[0].Content != "Hello" {
+					t.Errorf("tool results = %+v, want the task's answer Hello", run.ToolResults)
+				}
+				checkFinished(t, run, `{"type":"success"}`)
+				checkUsage(t, run.Terminal.Result, 36, 7)
+				checkLastAssistant(t, res, "Done.")
+				// The stock client keeps the sub-agent's message with the
+				// thread's; the kernel's thread does not (agui.mjs checks
+				// that nothing else differs).
+				if len(res.Subagent.ClientMessages) != 1 {
+					t.Errorf("sub-agent messages in agent.messages = %v, want the greeter's one", res.Subagent.ClientMessages)
+				}
+			},
+		},
+		{
+			name: "subagent-cancel",
+			script: &script.File{Turns: []script.Turn{
+				{ToolCalls: []script.ToolCall{{Name: "task", Args: json.RawMessage(`{"description":"Think forever.","role":"thinker"}`)}}},
+				{Text: []string{"half a thought"}, Hang: true},
+			}},
+			check: func(t *testing.T, sc scenario, res result) {
+				run := oneRun(t, res)
+				sub := checkSubagentSpan(t, res, "SUBAGENT_ERROR")
+				var openID string
+				for _, e := range res.Subagent.Events {
+					if e.Type == "TEXT_MESSAGE_START" && e.SubagentRunID == sub {
+						openID = e.MessageID
+					}
+				}
+				var closer bool
+				for _, e := range res.Subagent.Events {
+					if e.Type == "TEXT_MESSAGE_END" && e.MessageID == openID {
+						closer = true
+						if e.SubagentRunID != sub {
+							t.Errorf("the closer TEXT_MESSAGE_END %s has subagentRunId %q, want %s", openID, e.SubagentRunID, sub)
+						}
+					}
+				}
+				if openID == "" || !closer {
+					t.Errorf("the sub-agent's message %q was not closed before the terminal event", openID)
+				}
+				checkFinished(t, run, `{"type":"cancelled"}`)
+			},
+		},
+		{
 			name: "cancel",
 			script: &script.File{Turns: []script.Turn{
 				{Text: cancelChunks, DelayMS: 100, Usage: &script.Usage{InputTokens: 10, OutputTokens: 60}},
@@ -509,7 +584,7 @@ func serveKernel(t *testing.T, dir, model string) (string, *kernel.Kernel) {
 		Store:        st,
 		Models:       models.Resolve,
 		DefaultModel: model,
-		Tools:        tool.Builtins(),
+		Tools:        tool.NewSet(tool.Clock{}, tool.Echo{}, subagent.TaskTool{}),
 		Prices:       prices,
 		DebugActor:   true,
 		Logger:       log,
@@ -673,4 +748,33 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// checkSubagentSpan checks the sub-agent frames the official client
+// delivered: one SUBAGENT_STARTED, then frames carrying its subagentRunId,
+// then its end (endType), with nothing outside the span attributed. It
+// returns the subagentRunId.
+func checkSubagentSpan(t *testing.T, res result, endType string) string {
+	t.Helper()
+	var sub string
+	inside, ended := false, false
+	for i, e := range res.Subagent.Events {
+		switch {
+		case e.Type == "SUBAGENT_STARTED":
+			if sub != "" || e.SubagentRunID == "" {
+				t.Fatalf("event %d: SUBAGENT_STARTED with subagentRunId %q after %q, want exactly one, with an id", i, e.SubagentRunID, sub)
+			}
+			sub, inside = e.SubagentRunID, true
+		case e.Type == endType && e.SubagentRunID == sub && inside:
+			inside, ended = false, true
+		case inside && e.SubagentRunID != sub && e.Type != "CUSTOM": // orrery.task.completed is the parent's
+			t.Errorf("event %d %s inside the sub-agent has subagentRunId %q, want %s", i, e.Type, e.SubagentRunID, sub)
+		case !inside && e.SubagentRunID != "" && !strings.HasPrefix(e.Type, "SUBAGENT_"):
+			t.Errorf("event %d %s outside the sub-agent has subagentRunId %q", i, e.Type, e.SubagentRunID)
+		}
+	}
+	if sub == "" || !ended {
+		t.Fatalf("sub-agent %q started, ended with %s: %v; want both", sub, endType, ended)
+	}
+	return sub
 }

@@ -43,7 +43,9 @@ type InputResolved struct {
 	Client  string `json:"client,omitempty"`
 }
 
-// Usage is the value of orrery.usage.
+// Usage is the value of orrery.usage: one model call's usage, on the
+// model that made it (a sub-agent's own), and the run's totals so far.
+// The event carries the subagentRunId of a sub-agent's call.
 type Usage struct {
 	Provider     string `json:"provider"`
 	Model        string `json:"model"`
@@ -51,6 +53,9 @@ type Usage struct {
 	OutputTokens int64  `json:"outputTokens"`
 	// TotalTokens is the run's cumulative input and output tokens.
 	TotalTokens int64 `json:"totalTokens"`
+	// MicroUSD is the run's cumulative cost, each model's usage priced
+	// against that model.
+	MicroUSD int64 `json:"micro_usd"`
 }
 
 // pendingInput is a question waiting for its answer.
@@ -190,19 +195,6 @@ func (s *Session) PendingInputs(ctx context.Context) ([]string, error) {
 	})
 	slices.Sort(ids)
 	return ids, err
-}
-
-// emitUsage logs orrery.usage for one model call of r. Runs on the actor.
-func (s *Session) emitUsage(r *run, u agent.Usage) {
-	s.assertActor()
-	if !s.k.cfg.UsageEvents || s.run != r {
-		return
-	}
-	value, _ := json.Marshal(Usage{Provider: r.provider.Name(), Model: r.provider.Model(), InputTokens: u.InputTokens,
-		OutputTokens: u.OutputTokens, TotalTokens: r.usage.InputTokens + r.usage.OutputTokens})
-	if err := s.emit(r.id, &protocol.Custom{Name: UsageEvent, Value: value}); err != nil {
-		s.k.log.Warn("log usage", "session", s.id, "err", err)
-	}
 }
 
 // attributed reports whether ev, one of the events a transcript folds,

@@ -20,7 +20,7 @@ type run struct {
 	provider    agent.Provider
 	clientTools []protocol.Tool
 	workspace   tool.Workspace
-	usage       agent.Usage
+	usage       runUsage
 	// steers counts the steers that joined the run; mark is the count the
 	// loop had seen when it last read the conversation.
 	steers, mark int
@@ -32,6 +32,40 @@ type run struct {
 // opened, so the run can close each before its terminal event.
 type openSet struct {
 	texts, calls, reasoningMsgs, reasoningSpans, steps, subagents []string
+	// owner maps what a sub-agent opened (by its id) to that sub-agent's
+	// subagentRunId, so its closer is attributed to it too.
+	owner map[string]string
+}
+
+// attribution returns ev's subagentRunId, or "".
+func attribution(ev protocol.Event) string {
+	if a, ok := ev.(protocol.AttributedEvent); ok {
+		return a.Attribution().SubagentRunID
+	}
+	return ""
+}
+
+// opened records id, opened by ev, with the sub-agent ev belongs to.
+func (o *openSet) opened(list *[]string, id string, ev protocol.Event) {
+	*list = append(*list, id)
+	if sub := attribution(ev); sub != "" {
+		if o.owner == nil {
+			o.owner = make(map[string]string)
+		}
+		o.owner[id] = sub
+	}
+}
+
+// closed removes id from list.
+func (o *openSet) closed(list *[]string, id string) {
+	*list = remove(*list, id)
+	delete(o.owner, id)
+}
+
+// closer attributes ev, a closer of id, to the sub-agent that opened id.
+func (o *openSet) closer(ev protocol.AttributedEvent, id string) protocol.Event {
+	ev.Attribution().SubagentRunID = o.owner[id]
+	return ev
 }
 
 func remove(list []string, id string) []string {
@@ -44,25 +78,25 @@ func remove(list []string, id string) []string {
 func (o *openSet) apply(ev protocol.Event) {
 	switch e := ev.(type) {
 	case *protocol.TextMessageStart:
-		o.texts = append(o.texts, e.MessageID)
+		o.opened(&o.texts, e.MessageID, ev)
 	case *protocol.TextMessageEnd:
-		o.texts = remove(o.texts, e.MessageID)
+		o.closed(&o.texts, e.MessageID)
 	case *protocol.ToolCallStart:
-		o.calls = append(o.calls, e.ToolCallID)
+		o.opened(&o.calls, e.ToolCallID, ev)
 	case *protocol.ToolCallEnd:
-		o.calls = remove(o.calls, e.ToolCallID)
+		o.closed(&o.calls, e.ToolCallID)
 	case *protocol.ReasoningMessageStart:
-		o.reasoningMsgs = append(o.reasoningMsgs, e.MessageID)
+		o.opened(&o.reasoningMsgs, e.MessageID, ev)
 	case *protocol.ReasoningMessageEnd:
-		o.reasoningMsgs = remove(o.reasoningMsgs, e.MessageID)
+		o.closed(&o.reasoningMsgs, e.MessageID)
 	case *protocol.ReasoningStart:
-		o.reasoningSpans = append(o.reasoningSpans, e.MessageID)
+		o.opened(&o.reasoningSpans, e.MessageID, ev)
 	case *protocol.ReasoningEnd:
-		o.reasoningSpans = remove(o.reasoningSpans, e.MessageID)
+		o.closed(&o.reasoningSpans, e.MessageID)
 	case *protocol.StepStarted:
-		o.steps = append(o.steps, e.StepName)
+		o.opened(&o.steps, e.StepName, ev)
 	case *protocol.StepFinished:
-		o.steps = remove(o.steps, e.StepName)
+		o.closed(&o.steps, e.StepName)
 	case *protocol.SubagentStarted:
 		o.subagents = append(o.subagents, e.SubagentRunID)
 	case *protocol.SubagentFinished:
@@ -77,19 +111,19 @@ func (o *openSet) apply(ev protocol.Event) {
 func (o *openSet) closers() []protocol.Event {
 	var evs []protocol.Event
 	for _, id := range o.calls {
-		evs = append(evs, &protocol.ToolCallEnd{ToolCallID: id})
+		evs = append(evs, o.closer(&protocol.ToolCallEnd{ToolCallID: id}, id))
 	}
 	for _, id := range o.texts {
-		evs = append(evs, &protocol.TextMessageEnd{MessageID: id})
+		evs = append(evs, o.closer(&protocol.TextMessageEnd{MessageID: id}, id))
 	}
 	for _, id := range o.reasoningMsgs {
-		evs = append(evs, &protocol.ReasoningMessageEnd{MessageID: id})
+		evs = append(evs, o.closer(&protocol.ReasoningMessageEnd{MessageID: id}, id))
 	}
 	for _, id := range o.reasoningSpans {
-		evs = append(evs, &protocol.ReasoningEnd{MessageID: id})
+		evs = append(evs, o.closer(&protocol.ReasoningEnd{MessageID: id}, id))
 	}
 	for i := len(o.steps) - 1; i >= 0; i-- {
-		evs = append(evs, &protocol.StepFinished{StepName: o.steps[i]})
+		evs = append(evs, o.closer(&protocol.StepFinished{StepName: o.steps[i]}, o.steps[i]))
 	}
 	for i := len(o.subagents) - 1; i >= 0; i-- {
 		evs = append(evs, &protocol.SubagentError{SubagentRunID: o.subagents[i], Code: "cancelled", Message: "the run ended before the sub-agent finished"})
@@ -213,8 +247,8 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 	r.cancel()
 	// A call waiting for consent when its run ends gets no answer.
 	s.resolveAllConsent(ConsentCancelled)
-	usage := r.usage
-	cost := s.k.cfg.Prices.Cost(r.provider.Name(), r.provider.Model(), usage)
+	usage := r.usage.total
+	cost := r.usage.cost(s.k.cfg.Prices)
 	result := protocol.RunResult{
 		MicroUSD:          cost,
 		InputTokens:       usage.InputTokens,
@@ -222,15 +256,7 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 		CachedInputTokens: usage.CachedInputTokens,
 		ReasoningTokens:   usage.ReasoningTokens,
 	}
-	tokenUsage := []protocol.TokenUsage{{
-		Provider:          r.provider.Name(),
-		Model:             r.provider.Model(),
-		InputTokens:       usage.InputTokens,
-		OutputTokens:      usage.OutputTokens,
-		TotalTokens:       usage.InputTokens + usage.OutputTokens,
-		CachedInputTokens: usage.CachedInputTokens,
-		ReasoningTokens:   usage.ReasoningTokens,
-	}}
+	tokenUsage := r.usage.tokenUsage(r.provider)
 	switch t := terminal.(type) {
 	case *protocol.RunFinished:
 		t.Result, _ = json.Marshal(result)
@@ -306,24 +332,6 @@ func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
 		return derr
 	}
 	return err
-}
-
-func (t *turn) Usage(ctx context.Context, u agent.Usage) error {
-	return t.s.do(context.WithoutCancel(ctx), func() {
-		t.r.usage = t.r.usage.Add(u)
-		t.s.emitUsage(t.r, u)
-		if t.s.run != t.r {
-			// The run ended (cancelled) before the provider reported this
-			// call's usage: its terminal event is out, but the session is
-			// still charged for it.
-			cost := t.s.k.cfg.Prices.Cost(t.r.provider.Name(), t.r.provider.Model(), u)
-			t.s.commits.addCost(cost)
-			t.s.info.MicroUSD += cost
-			if cost != 0 {
-				t.s.changed(SessionCost)
-			}
-		}
-	})
 }
 
 func (t *turn) NewID(prefix string) string { return newID(prefix) }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
 )
@@ -324,7 +325,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, &RequestError{Msg: err.Error()}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(agent.WithSession(context.Background(), s.id))
 	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, done: make(chan struct{})}
 	if fresh == nil {
 		fresh = []protocol.Message{}

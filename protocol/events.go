@@ -198,6 +198,17 @@ type Attributed struct {
 	SubagentRunID string `json:"subagentRunId,omitempty"`
 }
 
+// Attribution returns a itself. Every event that can belong to a
+// sub-agent embeds Attributed, so it has this method: an event ev belongs
+// to a sub-agent when ev.(AttributedEvent) holds a non-empty SubagentRunID.
+func (a *Attributed) Attribution() *Attributed { return a }
+
+// AttributedEvent is an event that can belong to a sub-agent.
+type AttributedEvent interface {
+	Event
+	Attribution() *Attributed
+}
+
 // TextMessageStart opens an assistant (or other) text message.
 type TextMessageStart struct {
 	Base

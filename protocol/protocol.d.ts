@@ -354,6 +354,13 @@ export interface SubagentError {
 export type Request =
   | ConsentAnswer
   | Hello
+  | HubPost
+  | HubPublish
+  | HubReply
+  | HubSend
+  | HubSubscribe
+  | HubUnsubscribe
+  | InputAnswer
   | RunCancel
   | RunSend
   | SessionAttach
@@ -380,6 +387,57 @@ export interface Hello {
   token?: string;
   client?: string;
   draws?: string[];
+}
+
+export interface HubPost {
+  t: "hub.post";
+  id: string;
+  to: string;
+  payload?: unknown;
+}
+
+export interface HubPublish {
+  t: "hub.publish";
+  id: string;
+  topic: string;
+  payload?: unknown;
+  retainAs?: string;
+}
+
+export interface HubReply {
+  t: "hub.reply";
+  id: string;
+  correlationId: string;
+  payload?: unknown;
+}
+
+export interface HubSend {
+  t: "hub.send";
+  id: string;
+  to: string;
+  payload?: unknown;
+  timeoutMs?: number;
+  correlationId?: string;
+}
+
+export interface HubSubscribe {
+  t: "hub.subscribe";
+  id: string;
+  topic: string;
+}
+
+export interface HubUnsubscribe {
+  t: "hub.unsubscribe";
+  id: string;
+  topic: string;
+}
+
+export interface InputAnswer {
+  t: "input.answer";
+  id: string;
+  session: string;
+  request: string;
+  value: string;
 }
 
 export interface RunCancel {
@@ -497,6 +555,25 @@ export interface HelloReply {
   node: string;
   version: string;
   protocol: string;
+}
+
+export interface HubMessage {
+  to: string;
+  from?: string;
+  topic?: string;
+  payload?: unknown;
+  correlationId?: string;
+  expectsReply?: boolean;
+}
+
+export interface HubPublishReply {
+  delivered: number;
+  refused?: string[];
+}
+
+export interface HubSendReply {
+  correlationId: string;
+  payload?: unknown;
 }
 
 export interface Interrupt {

@@ -505,6 +505,18 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIIntent{Envelope: env("ui.intent"), Session: "s", Node: "placed:ext:ci:runs", Action: "rerun", Value: json.RawMessage(`{"row":"lint"}`)}},
 		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
 			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
+		{`{"t":"hub.post","id":"q1","to":"agent://s1/main","payload":{"n":1}}`,
+			&protocol.HubPost{Envelope: env("hub.post"), To: "agent://s1/main", Payload: json.RawMessage(`{"n":1}`)}},
+		{`{"t":"hub.send","id":"q1","to":"agent://s1/main","payload":"go?","timeoutMs":500,"correlationId":"c-1"}`,
+			&protocol.HubSend{Envelope: env("hub.send"), To: "agent://s1/main", Payload: json.RawMessage(`"go?"`), TimeoutMS: 500, CorrelationID: "c-1"}},
+		{`{"t":"hub.publish","id":"q1","topic":"run.progress","payload":50,"retainAs":"last"}`,
+			&protocol.HubPublish{Envelope: env("hub.publish"), Topic: "run.progress", Payload: json.RawMessage(`50`), RetainAs: "last"}},
+		{`{"t":"hub.reply","id":"q1","correlationId":"c-1","payload":true}`,
+			&protocol.HubReply{Envelope: env("hub.reply"), CorrelationID: "c-1", Payload: json.RawMessage(`true`)}},
+		{`{"t":"hub.subscribe","id":"q1","topic":"run.progress"}`, &protocol.HubSubscribe{Envelope: env("hub.subscribe"), Topic: "run.progress"}},
+		{`{"t":"hub.unsubscribe","id":"q1","topic":"run.progress"}`, &protocol.HubUnsubscribe{Envelope: env("hub.unsubscribe"), Topic: "run.progress"}},
+		{`{"t":"input.answer","id":"q1","session":"s","request":"input_1","value":"blue"}`,
+			&protocol.InputAnswer{Envelope: env("input.answer"), Session: "s", Request: "input_1", Value: "blue"}},
 	}
 	var kinds []string
 	for _, tt := range tests {
@@ -542,7 +554,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, hub.post, hub.publish, hub.reply, hub.send, hub.subscribe, hub.unsubscribe, input.answer, run.cancel, run.send"},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},

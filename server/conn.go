@@ -71,6 +71,7 @@ type conn struct {
 	seen   bool // a first message was handled
 	client string
 	draws  []string
+	sends  hubSends
 
 	out outbox
 
@@ -115,6 +116,7 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 	// or the server (interrupt). Everything queued is written before the
 	// close, so a refusal reaches the peer.
 	err := c.readLoop()
+	c.leaveHub()
 	c.detachAll()
 	c.out.close()
 	werr := <-writerDone
@@ -191,6 +193,8 @@ func (c *conn) handle(msg []byte) error {
 		} else {
 			c.reply(id, protocol.Empty{}, nil)
 		}
+	case *protocol.HubSend:
+		c.sendAsync(id, q)
 	default:
 		value, err := c.s.Do(c.ctx, kernel.Caller{Client: c.client, Draws: c.draws}, req)
 		c.reply(id, value, err)
@@ -212,6 +216,7 @@ func (c *conn) hello(h *protocol.Hello) error {
 		return c.refuse(closeRefused, h.ID, err)
 	}
 	c.client, c.draws = h.Client, h.Draws
+	c.s.takeSeat(c)
 	c.reply(h.ID, protocol.HelloReply{Node: c.s.cfg.Node, Version: orrery.Version, Protocol: protocol.ProtocolVersion}, nil)
 	return nil
 }
@@ -447,6 +452,20 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// tryPush queues msg unless the queue is full; it reports whether it did.
+func (o *outbox) tryPush(msg []byte) bool {
+	o.mu.Lock()
+	ok := !o.closed && len(o.msgs) < maxOutbox
+	if ok {
+		o.msgs = append(o.msgs, msg)
+	}
+	o.mu.Unlock()
+	if ok {
+		signal(o.ready)
+	}
+	return ok
 }
 
 // push queues msgs without waiting (replies are small and few).

@@ -201,6 +201,10 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 			return nil, err
 		}
 		return protocol.Empty{}, nil
+	case *protocol.HubPost, *protocol.HubSend, *protocol.HubPublish, *protocol.HubReply, *protocol.HubSubscribe, *protocol.HubUnsubscribe:
+		return s.doHub(ctx, caller, req)
+	case *protocol.InputAnswer:
+		return s.answerInput(ctx, caller, q)
 	case *protocol.Hello, *protocol.SessionAttach, *protocol.SessionDetach:
 		return nil, &kernel.RequestError{Msg: req.Head().T + " works only on a connection (GET /ws or a pipe); over HTTP, follow a session with GET /events?session=<id>"}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/web"
@@ -60,6 +61,9 @@ type Config struct {
 	// OriginPatterns are the extra origins a browser WebSocket may come from
 	// (coder/websocket patterns); the server's own host is always allowed.
 	OriginPatterns []string
+	// Hub is the kernel's event hub, which hub.* requests reach and whose
+	// client seats WebSocket and pipe connections hold; nil refuses them.
+	Hub *hub.Hub
 }
 
 // DefaultPingInterval is how often a WebSocket is pinged.
@@ -75,6 +79,8 @@ type Server struct {
 
 	ctx    context.Context // ends every stream when cancelled
 	cancel context.CancelFunc
+
+	seats seatTable // clients' seats on the hub
 
 	mu     sync.Mutex     // guards closed and the start of streams
 	closed bool           // set by Close: no new stream starts

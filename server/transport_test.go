@@ -25,6 +25,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
@@ -77,6 +78,8 @@ type txRigOptions struct {
 	// tools, if set, are the kernel's tools, working in workspace.
 	tools     *tool.Set
 	workspace string
+	// hub, if set, is the server's event hub.
+	hub *hub.Hub
 }
 
 // newTxRig starts a rig. The kernel has the offline model and no tools, so
@@ -132,7 +135,7 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 
 	r.srv = server.New(server.Config{
 		Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "rig",
-		MaxMessageBytes: txMaxMessage, PingInterval: -1, KeepAlive: time.Second,
+		MaxMessageBytes: txMaxMessage, PingInterval: -1, KeepAlive: time.Second, Hub: opts.hub,
 	})
 	r.local = httptest.NewServer(r.srv)
 	r.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -106,7 +106,7 @@ const MaxDepth = 4
 func Run(ctx context.Context, parent agent.Turn, spec Spec) Result {
 	start := time.Now()
 	id := parent.NewID("sub")
-	st := &Turn{parent: parent, id: id, crew: spec.CrewID, agentID: spec.AgentID}
+	st := &Turn{parent: parent, id: id, crew: spec.CrewID, agentID: spec.AgentID, provider: spec.Provider}
 	if p, ok := parent.(*Turn); ok {
 		st.parentID = p.id
 		st.depth = p.depth + 1
@@ -184,6 +184,7 @@ type Turn struct {
 	depth    int
 	crew     string
 	agentID  string
+	provider agent.Provider // its model, which its usage is priced against
 
 	mu        sync.Mutex // guards what follows
 	msgs      []protocol.Message
@@ -193,8 +194,9 @@ type Turn struct {
 }
 
 var (
-	_ agent.Turn  = (*Turn)(nil)
-	_ agent.Asker = (*Turn)(nil)
+	_ agent.Turn    = (*Turn)(nil)
+	_ agent.Asker   = (*Turn)(nil)
+	_ agent.Charger = (*Turn)(nil)
 )
 
 // ID returns the sub-agent run's id.
@@ -284,13 +286,27 @@ func (t *Turn) apply(ev protocol.Event) {
 	}
 }
 
-// Usage implements agent.Turn: it counts the sub-agent's tokens and adds
-// them to the parent's.
+// Usage implements agent.Turn: it counts the sub-agent's tokens and
+// charges them to the parent against the sub-agent's own model.
 func (t *Turn) Usage(ctx context.Context, u agent.Usage) error {
+	c := agent.Charge{Usage: u, SubagentRunID: t.id}
+	if t.provider != nil {
+		c.Provider, c.Model = t.provider.Name(), t.provider.Model()
+	}
+	return t.Charge(ctx, c)
+}
+
+// Charge implements agent.Charger: a nested sub-agent's usage counts in
+// this one's tokens and goes on to the parent, keeping its model. A
+// parent that is no Charger takes it as its own usage.
+func (t *Turn) Charge(ctx context.Context, c agent.Charge) error {
 	t.mu.Lock()
-	t.tokens += u.InputTokens + u.OutputTokens
+	t.tokens += c.Usage.InputTokens + c.Usage.OutputTokens
 	t.mu.Unlock()
-	return t.parent.Usage(ctx, u)
+	if ch, ok := t.parent.(agent.Charger); ok && c.Provider != "" {
+		return ch.Charge(ctx, c)
+	}
+	return t.parent.Usage(ctx, c.Usage)
 }
 
 // NewID implements agent.Turn.

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/kernel"
@@ -127,5 +129,157 @@ func TestTaskToolFrames(t *testing.T) {
 	}
 	if !seen {
 		t.Error("the snapshot subscription sent no MESSAGES_SNAPSHOT")
+	}
+}
+
+// runScript starts a kernel on a real SQLite file whose default model
+// plays turns, with tools, and returns a session.
+func runScript(t *testing.T, turns []map[string]any, tools ...tool.Tool) *kernel.Session {
+	t.Helper()
+	dir := t.TempDir()
+	data, _ := json.Marshal(map[string]any{"turns": turns})
+	path := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "script:" + path,
+		Tools: tool.NewSet(tools...), DebugActor: true})
+	if err := k.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close(context.Background()) })
+	sess, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// TestCancelClosesSubagentOpenMessages cancels a run while a delegated
+// sub-agent has a text message open: the closer of that message carries
+// the sub-agent's subagentRunId, and the sub-agent ends with
+// SUBAGENT_ERROR before RUN_FINISHED cancelled.
+func TestCancelClosesSubagentOpenMessages(t *testing.T) {
+	sess := runScript(t, []map[string]any{
+		{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "think forever", "role": "thinker"}}}},
+		{"text": []string{"half a thought"}, "hang": true},
+	}, subagent.TaskTool{})
+	ctx := context.Background()
+	res, err := sess.Send(ctx, kernel.SendInput{Text: "delegate", Subscribe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Sub.Close()
+	var evs []protocol.Event
+	cancelled := false
+	deadline := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-res.Sub.Ready():
+		case <-deadline:
+			t.Fatalf("no terminal event; got %d events", len(evs))
+		}
+		for _, f := range res.Sub.Take(nil) {
+			ev, err := protocol.DecodeEvent(f.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+			done = done || protocol.EventType(f.Type).Terminal()
+			if c, ok := ev.(*protocol.TextMessageContent); ok && c.SubagentRunID != "" && !cancelled {
+				cancelled = true
+				if err := sess.Cancel(ctx, res.RunID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var subID, openMsg string
+	var closer *protocol.TextMessageEnd
+	var subErr *protocol.SubagentError
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case *protocol.SubagentStarted:
+			subID = e.SubagentRunID
+		case *protocol.TextMessageStart:
+			if e.SubagentRunID != "" {
+				openMsg = e.MessageID
+			}
+		case *protocol.TextMessageEnd:
+			if e.MessageID == openMsg {
+				closer = e
+			}
+		case *protocol.SubagentError:
+			subErr = e
+		case *protocol.RunFinished:
+			if e.Outcome == nil || e.Outcome.Type != protocol.OutcomeCancelled {
+				t.Errorf("RUN_FINISHED outcome = %+v, want cancelled", e.Outcome)
+			}
+		}
+	}
+	if subID == "" || openMsg == "" {
+		t.Fatalf("sub-agent %q opened message %q; want both", subID, openMsg)
+	}
+	if closer == nil {
+		t.Fatalf("TEXT_MESSAGE_END for %s never came", openMsg)
+	}
+	if closer.SubagentRunID != subID {
+		t.Errorf("closer TEXT_MESSAGE_END subagentRunId = %q, want %q", closer.SubagentRunID, subID)
+	}
+	if subErr == nil || subErr.SubagentRunID != subID || subErr.Code != "cancelled" {
+		t.Errorf("SUBAGENT_ERROR = %+v, want the sub-agent's, cancelled", subErr)
+	}
+}
+
+// TestTaskToolAddresses checks where delegated sub-agents sit on the hub:
+// in their caller's crew, named for their role (spaces and slashes become
+// dashes), and nested ones in the crew of the sub-agent that delegated.
+func TestTaskToolAddresses(t *testing.T) {
+	var mu sync.Mutex
+	var addrs []string
+	tt := subagent.TaskTool{
+		OnStart: func(addr string) { mu.Lock(); addrs = append(addrs, addr); mu.Unlock() },
+		Self:    func(ctx context.Context) string { return "agent://" + agent.SessionFrom(ctx) + "/main" },
+	}
+	task := func(role string) map[string]any {
+		return map[string]any{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "work", "role": role}}}}
+	}
+	sess := runScript(t, []map[string]any{
+		task("code reviewer"),
+		{"text": []string{"reviewed"}},
+		task("a/b"),
+		task("nested"), // the a/b sub-agent delegates in turn
+		{"text": []string{"nested done"}},
+		{"text": []string{"a/b done"}},
+		{"text": []string{"all done"}},
+	}, tt)
+	ctx := context.Background()
+	res, err := sess.Send(ctx, kernel.SendInput{Text: "delegate", Subscribe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Sub.Close()
+	deadline := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case <-res.Sub.Ready():
+		case <-deadline:
+			t.Fatal("no terminal event")
+		}
+		for _, f := range res.Sub.Take(nil) {
+			done = done || protocol.EventType(f.Type).Terminal()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	s := sess.ID()
+	want := []string{"agent://" + s + "/code-reviewer", "agent://" + s + "/a-b", "agent://" + s + "/nested"}
+	if strings.Join(addrs, " ") != strings.Join(want, " ") {
+		t.Errorf("sub-agent addresses = %v, want %v", addrs, want)
 	}
 }

@@ -23,9 +23,10 @@ type TaskTool struct {
 	// OnStart, when set, is called before the sub-agent runs, with its
 	// hub address; it may give it a mailbox.
 	OnStart func(addr string)
-	// Address returns the hub address of a delegated sub-agent; nil means
-	// agent://run/{role}.
-	Address func(role string) string
+	// Self returns the hub address of the calling agent when ctx names
+	// none (WithSelf); nil means agent://run/main. A delegated sub-agent
+	// is addressed in its caller's crew: agent://{crew}/{role}.
+	Self func(ctx context.Context) string
 }
 
 var _ tool.Tool = TaskTool{}
@@ -69,10 +70,7 @@ func (tt TaskTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		}
 		provider = p
 	}
-	addr := "agent://run/" + a.Role
-	if tt.Address != nil {
-		addr = tt.Address(a.Role)
-	}
+	addr := tt.address(ctx, a.Role)
 	if tt.OnStart != nil {
 		tt.OnStart(addr)
 	}
@@ -91,6 +89,28 @@ func (tt TaskTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		return tool.Result{Text: fmt.Sprintf("the %s sub-agent finished without an answer", a.Role)}, nil
 	}
 	return tool.Result{Text: res.Text}, nil
+}
+
+// address returns the hub address of a sub-agent in role delegated by the
+// agent ctx runs: the same crew, named for the role.
+func (tt TaskTool) address(ctx context.Context, role string) string {
+	caller := Self(ctx)
+	if caller == "" && tt.Self != nil {
+		caller = tt.Self(ctx)
+	}
+	crew := "run"
+	if rest, ok := strings.CutPrefix(caller, "agent://"); ok {
+		if c, _, ok := strings.Cut(rest, "/"); ok && c != "" {
+			crew = c
+		}
+	}
+	name := strings.Map(func(r rune) rune {
+		if strings.ContainsRune("/ \t\r\n", r) {
+			return '-'
+		}
+		return r
+	}, role)
+	return "agent://" + crew + "/" + name
 }
 
 type selfKey struct{}

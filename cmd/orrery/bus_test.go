@@ -416,8 +416,8 @@ func TestBusSendAndReply(t *testing.T) {
 			)
 			r := startBus(t, dir, "--events", "jsonl", "--model", model, "-p", "ask the studio")
 			msg := r.until("hub.message")
-			if msg["expectsReply"] != true || msg["from"] != "agent://run/main" || msg["correlationId"] == nil {
-				t.Errorf("hub.message = %v, want expectsReply, from agent://run/main and a correlationId", msg)
+			if from, _ := msg["from"].(string); msg["expectsReply"] != true || !sessionAgentRE.MatchString(from) || msg["correlationId"] == nil {
+				t.Errorf("hub.message = %v, want expectsReply, from agent://{session}/main and a correlationId", msg)
 			}
 			if p, _ := msg["payload"].(map[string]any); p["kind"] != "mine" || p["question"] != "ship it?" {
 				t.Errorf("hub.message payload = %v, want it carried as is (its kind included)", msg["payload"])
@@ -636,7 +636,10 @@ func TestBusCrew(t *testing.T) {
 	golden(t, "crew", framed)
 }
 
-var seqRE = regexp.MustCompile(`"seq":\d+`)
+var (
+	seqRE          = regexp.MustCompile(`"seq":\d+`)
+	sessionAgentRE = regexp.MustCompile(`^agent://ses_[a-z0-9]+/main$`)
+)
 
 func TestBusCrewRefusedInput(t *testing.T) {
 	dir := t.TempDir()

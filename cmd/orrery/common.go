@@ -11,8 +11,12 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/acp"
+	"github.com/getorrery/orrery/agent/ask"
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/hub"
+	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
@@ -66,12 +70,13 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// embedded is a kernel on the data dir's store.
+// embedded is a kernel on the data dir's store, with its event hub.
 type embedded struct {
 	store  *sqlite.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
 	agents *acpAgents
+	hub    *hub.Hub
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
@@ -80,6 +85,10 @@ type embedded struct {
 // config last (orrery run's --yes). With withMCP it starts the configured
 // MCP servers, whose tools the model finds with tools.search; a server that
 // fails to start is reported and left out.
+//
+// Every kernel has one event hub. Its agents get the task tool, and find
+// the hub tools and ask with tools.search; each session's own agent is
+// agent://{session}/main on the hub (hubtool.SessionSelf).
 func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withMCP bool, opts ...func(*kernel.Config)) (*embedded, error) {
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
 	agents := newACPAgents(cfg, log, resolver.Resolve)
@@ -110,6 +119,14 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Limits:         component.Limits{ComponentBytes: cfg.Limits.ComponentBytes, DataBytes: cfg.Limits.DataBytes, DataUpdatesPerSec: cfg.Limits.DataUpdatesPerSec},
 		Logger:         log,
 	}
+	h := hub.New()
+	kc.Tools = withTools(kc.Tools, subagent.TaskTool{
+		// Read when called, so an option that wraps kc.Models applies.
+		Models:  func(spec string) (agent.Provider, error) { return kc.Models(spec) },
+		OnStart: func(addr string) { _ = h.AddAgent(addr) },
+		Self:    hubtool.SessionSelf,
+	})
+	kc.Searchable = withTools(kc.Searchable, append(hubtool.NewFor(h, hubtool.SessionSelf), ask.Tool{})...)
 	var servers *mcp.Set
 	if withMCP && len(cfg.MCP.Servers) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, cfg.MCP.ConnectTimeout.Duration)
@@ -118,7 +135,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		if err != nil {
 			fmt.Fprintf(e.stderr, "orrery: some MCP servers did not start, and their tools are missing: %v\n", err)
 		}
-		kc.Searchable = tool.NewSet(servers.Tools()...)
+		kc.Searchable = withTools(kc.Searchable, servers.Tools()...)
 	}
 	for _, o := range opts {
 		o(&kc)
@@ -130,7 +147,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		st.Close()
 		return nil, err
 	}
-	return &embedded{store: st, kernel: k, mcp: servers, agents: agents}, nil
+	return &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h}, nil
 }
 
 func (e *embedded) Close(ctx context.Context) error {

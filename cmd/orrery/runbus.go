@@ -10,11 +10,9 @@ import (
 	"sync"
 
 	"github.com/getorrery/orrery/agent"
-	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/bus"
 	"github.com/getorrery/orrery/crew"
 	"github.com/getorrery/orrery/hub"
-	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/tool"
 )
@@ -92,16 +90,14 @@ func withTools(set *tool.Set, extra ...tool.Tool) *tool.Set {
 	return tool.NewSet(append(all, extra...)...)
 }
 
-// busKernel adds what the bus and crews need to the kernel's config: the
-// task tool, the hub tools (searchable), usage events, and for a crew its
-// runner as the model "crew:PATH". A crew that does not validate is
-// reported in *crewErr.
-func (c *runCmd) busKernel(h *hub.Hub, cr *crewRun) func(*kernel.Config) {
+// busKernel adds what the bus and crews need to the kernel's config (the
+// agent tools and the hub are openKernel's): usage events, models resolved
+// once per run, and for a crew its runner as the model "crew:PATH". A
+// crew that does not validate is reported in cr.err.
+func (c *runCmd) busKernel(cr *crewRun) func(*kernel.Config) {
 	return func(kc *kernel.Config) {
 		models := cachedModels(kc.Models)
 		kc.UsageEvents = c.events != ""
-		kc.Tools = withTools(kc.Tools, subagent.TaskTool{Models: models, OnStart: func(addr string) { _ = h.AddAgent(addr) }})
-		kc.Searchable = withTools(kc.Searchable, hubtool.New(h, "")...)
 		kc.Models = models
 		if cr == nil {
 			return
@@ -151,12 +147,8 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	}
 	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
 	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
-	h := hub.New()
-	if err := h.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
-		return &usageError{msg: fmt.Sprintf("%s: %v", c.target, err)}
-	}
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(h, cr))
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(cr))
 	if err != nil {
 		return err
 	}
@@ -164,13 +156,16 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	if cr.err != nil {
 		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
 	}
+	if err := k.hub.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
+		return &usageError{msg: fmt.Sprintf("%s: %v", c.target, err)}
+	}
 	sess, err := k.kernel.CreateSession(ctx, kernel.SessionOptions{Model: "crew:" + f.Path(), Title: "crew " + f.Name})
 	if err != nil {
 		return err
 	}
 	prompt := fmt.Sprintf("Run crew %s (%s): %d tasks.", f.Name, c.target, len(f.Tasks))
 	if c.events != "" {
-		return c.runEvents(ctx, sess, h, c.target, prompt)
+		return c.runEvents(ctx, sess, k.hub, c.target, prompt)
 	}
 	head := sess.Head()
 	sub, err := sess.Subscribe(ctx, &head)

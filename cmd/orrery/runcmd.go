@@ -12,7 +12,6 @@ import (
 
 	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/dialect"
-	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -99,8 +98,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	// unless --allow or --yes covers it.
 	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
 	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
-	h := hub.New()
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(h, nil))
+	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(nil))
 	if err != nil {
 		return err
 	}
@@ -119,7 +117,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.events != "" {
-		return c.runEvents(ctx, sess, h, "prompt", c.prompt)
+		return c.runEvents(ctx, sess, k.hub, "prompt", c.prompt)
 	}
 	head := sess.Head()
 	sub, err := sess.Subscribe(ctx, &head)

@@ -108,6 +108,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}
 	srv := server.New(server.Config{
 		Kernel:       k.kernel,
+		Hub:          k.hub,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		KeepAlive:    cfg.Server.KeepAlive.Duration,
 		Logger:       log,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/tool"
@@ -25,8 +26,28 @@ func New(h *hub.Hub, self string) []tool.Tool {
 	if self == "" {
 		self = DefaultSelf
 	}
+	return NewFor(h, func(context.Context) string { return self })
+}
+
+// NewFor returns the hub tools on h for a kernel that serves many
+// sessions on one hub: a call whose loop names no agent (subagent.Self)
+// acts as self(ctx), such as SessionSelf.
+func NewFor(h *hub.Hub, self func(ctx context.Context) string) []tool.Tool {
 	b := base{h: h, self: self}
 	return []tool.Tool{post{b}, send{b}, publish{b}, subscribe{b}, inbox{b}, reply{b}}
+}
+
+// MainAgent is the name of a session's own agent on the hub.
+const MainAgent = "main"
+
+// SessionSelf is the address of the agent of the session a call runs in,
+// agent://{session}/main (agent.SessionFrom), so that the sessions of one
+// served kernel each have their own; outside a session it is DefaultSelf.
+func SessionSelf(ctx context.Context) string {
+	if id := agent.SessionFrom(ctx); id != "" {
+		return hub.Agent(id, MainAgent)
+	}
+	return DefaultSelf
 }
 
 // aclGoverned marks the hub tools read-only for the consent gate: whom an
@@ -35,13 +56,13 @@ const aclGoverned = true
 
 type base struct {
 	h    *hub.Hub
-	self string
+	self func(ctx context.Context) string
 }
 
 func (b base) from(ctx context.Context) string {
 	addr := subagent.Self(ctx)
 	if addr == "" {
-		addr = b.self
+		addr = b.self(ctx)
 	}
 	_ = b.h.AddAgent(addr)
 	return addr

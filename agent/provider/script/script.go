@@ -1,12 +1,13 @@
 // Package script is a model for tests: it plays back a JSON file of turns,
 // one turn per model request, so a test can drive every path of a run
-// (text, reasoning, tool calls, usage, provider errors, slow streams)
-// without a network.
+// (text, reasoning, tool calls, usage, provider errors, slow streams,
+// turns that hang until cancelled) without a network.
 //
 // The file is {"turns":[…]}; a turn may have text (an array of chunks),
 // reasoning (a string), tool_calls ([{"name","args"}]), usage
 // ({"inputTokens","outputTokens"}), error (the provider fails with it after
-// streaming the rest of the turn) and delay_ms (slept before each chunk).
+// streaming the rest of the turn), delay_ms (slept before each chunk) and
+// hang (after its chunks, the turn waits until the run is cancelled).
 package script
 
 import (
@@ -31,6 +32,9 @@ type Turn struct {
 	Usage     *Usage     `json:"usage,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	DelayMS   int        `json:"delay_ms,omitempty"`
+	// Hang keeps the turn open after its chunks until the run ends, as a
+	// model still thinking does: a test cancels it there.
+	Hang bool `json:"hang,omitempty"`
 }
 
 // ToolCall is a scripted call; Args is the arguments object.
@@ -147,6 +151,10 @@ func (m *Model) Stream(ctx context.Context, _ agent.Request, emit func(agent.Del
 	}
 	if t.Error != "" {
 		return usage, &agent.Error{Code: "provider_error", Message: t.Error}
+	}
+	if t.Hang {
+		<-ctx.Done()
+		return usage, ctx.Err()
 	}
 	return usage, nil
 }

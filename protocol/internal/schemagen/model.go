@@ -143,6 +143,9 @@ var roots = []reflect.Type{
 	reflect.TypeFor[protocol.Empty](),
 	reflect.TypeFor[protocol.Reply](),
 	reflect.TypeFor[protocol.ErrorBody](),
+	reflect.TypeFor[protocol.HubSendReply](),
+	reflect.TypeFor[protocol.HubPublishReply](),
+	reflect.TypeFor[protocol.HubMessage](),
 }
 
 // JSON Pointer, as JSON Patch requires for path and from.
