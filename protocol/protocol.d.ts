@@ -364,7 +364,8 @@ export type Request =
   | UIHide
   | UIIntent
   | UIMove
-  | UISave;
+  | UISave
+  | WorkspaceFiles;
 
 export interface ConsentAnswer {
   t: "consent.answer";
@@ -465,6 +466,14 @@ export interface UISave {
   id: string;
   session: string;
   node: string;
+}
+
+export interface WorkspaceFiles {
+  t: "workspace.files";
+  id: string;
+  session: string;
+  prefix?: string;
+  limit?: number;
 }
 
 export type Content = string | ContentPart[] | Record<string, unknown>;
@@ -626,7 +635,7 @@ export interface SessionSummary {
 }
 
 export interface Source {
-  type: "data" | "url" | "file";
+  type: "data" | "url" | "file" | "path";
   value: string;
   mimeType?: string;
   provider?: string;
@@ -656,4 +665,9 @@ export interface ToolCall {
   function: FunctionCall;
   encryptedValue?: string;
   metadata?: Metadata;
+}
+
+export interface WorkspaceFilesReply {
+  files: string[];
+  truncated?: boolean;
 }

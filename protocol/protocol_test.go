@@ -505,6 +505,8 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIIntent{Envelope: env("ui.intent"), Session: "s", Node: "placed:ext:ci:runs", Action: "rerun", Value: json.RawMessage(`{"row":"lint"}`)}},
 		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
 			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
+		{`{"t":"workspace.files","id":"q1","session":"s","prefix":"src/ma","limit":20}`,
+			&protocol.WorkspaceFiles{Envelope: env("workspace.files"), Session: "s", Prefix: "src/ma", Limit: 20}},
 	}
 	var kinds []string
 	for _, tt := range tests {
