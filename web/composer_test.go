@@ -111,8 +111,8 @@ func TestMentionAttachesWorkspaceFile(t *testing.T) {
 	if got := textOf(t, ctx, ".msg.user .body"); got != "summarize @notes.txt " {
 		t.Errorf("the person's message = %q, want the prompt alone", got)
 	}
-	if got := textOf(t, ctx, ".msg.user .attachment summary"); got != "📎 notes.txt" {
-		t.Errorf("the attachment line = %q, want 📎 notes.txt", got)
+	if got := textOf(t, ctx, ".msg.user .attachment summary"); got != "Attached notes.txt" {
+		t.Errorf("the attachment line = %q, want Attached notes.txt", got)
 	}
 	if got := textOf(t, ctx, ".msg.user .attachment pre"); got != "apples\n" {
 		t.Errorf("the attachment's text = %q, want apples", got)

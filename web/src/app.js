@@ -346,7 +346,7 @@ function drawItem(it) {
   switch (it.kind) {
     case 'user':
       return el('div', `msg user${it.steer ? ' steer' : ''}`, el('div', 'who', it.steer ? 'You (steer)' : 'You'), el('div', 'body plain', it.text),
-        (it.files || []).map((f) => el('details', 'attachment', el('summary', '', '📎 ', el('code', '', f.path)), el('pre', '', f.text))));
+        (it.files || []).map((f) => el('details', 'attachment', el('summary', '', 'Attached ', el('code', '', f.path)), el('pre', '', f.text))));
     case 'assistant': {
       const body = el('div', 'body md');
       body.append(renderMarkdown(it.text));
