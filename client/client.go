@@ -417,6 +417,18 @@ func (c *Client) Steer(ctx context.Context, session string, in protocol.RunInput
 	return out, err
 }
 
+// WorkspaceFiles lists files of session's workspace whose path starts
+// with prefix, or whose base name does when prefix has no "/"
+// (workspace.files), for completing @mentions on a kernel elsewhere. limit
+// 0 means the server's default (50); the reply says when more matched. A
+// file listed here is attached to a prompt as a part whose source is
+// {"type": "path", "value": PATH}; the kernel reads it.
+func (c *Client) WorkspaceFiles(ctx context.Context, session, prefix string, limit int) (protocol.WorkspaceFilesReply, error) {
+	var out protocol.WorkspaceFilesReply
+	err := c.doInto(ctx, &protocol.WorkspaceFiles{Envelope: protocol.Envelope{T: "workspace.files"}, Session: session, Prefix: prefix, Limit: limit}, &out)
+	return out, err
+}
+
 // Cancel cancels the session's run in flight (run.cancel). runID, when
 // not empty, must name that run.
 func (c *Client) Cancel(ctx context.Context, session, runID string) error {

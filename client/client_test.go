@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -772,5 +773,65 @@ func TestDeclarationReachesRequests(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWorkspaceFiles lists a session's workspace over every transport and
+// attaches a listed file by its path: the kernel logs it as the text part
+// the terminal UI sends.
+func TestWorkspaceFiles(t *testing.T) {
+	h := newHarness(t)
+	ws := t.TempDir()
+	for name, content := range map[string]string{"notes.txt": "apples\n", "src/notes.go": "package src\n", ".git/notes": "x\n"} {
+		full := filepath.Join(ws, name)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			c := h.dial(tr, client.Options{Client: "test", Draws: []string{"thread", "tools"}})
+			ctx := timeout(t)
+			id, err := c.NewSession(ctx, protocol.SessionNew{Cwd: ws})
+			if err != nil {
+				t.Fatalf("NewSession() = %v", err)
+			}
+			got, err := c.WorkspaceFiles(ctx, id, "no", 0)
+			if err != nil || !slices.Equal(got.Files, []string{"notes.txt", "src/notes.go"}) || got.Truncated {
+				t.Errorf("WorkspaceFiles(no) = %+v, %v, want notes.txt and src/notes.go, not truncated", got, err)
+			}
+			if got, err := c.WorkspaceFiles(ctx, id, "", 1); err != nil || len(got.Files) != 1 || !got.Truncated {
+				t.Errorf("WorkspaceFiles(limit 1) = %+v, %v, want one file, truncated", got, err)
+			}
+			var re *client.RequestError
+			if _, err := c.WorkspaceFiles(ctx, id, "../", 0); !errors.As(err, &re) || !strings.Contains(re.Message, "climbs out") {
+				t.Errorf("WorkspaceFiles(../) = %v, want a refusal", err)
+			}
+			in := protocol.RunInput{Text: "see @notes.txt", Attachments: []protocol.ContentPart{{Type: "document", Source: &protocol.Source{Type: "path", Value: "notes.txt"}}}}
+			s, err := c.Attach(ctx, id, new(uint64))
+			if err != nil {
+				t.Fatalf("Attach() = %v", err)
+			}
+			defer s.Close()
+			if _, err := c.Send(ctx, id, in); err != nil {
+				t.Fatalf("Send(path attachment) = %v", err)
+			}
+			readUntil(t, ctx, s, terminal)
+			frames, err := c.ReadAll(ctx, id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := `{"type":"text","text":"File @notes.txt:\napples\n"}`
+			found := false
+			for _, f := range frames {
+				found = found || bytes.Contains(f, []byte(want))
+			}
+			if !found {
+				t.Errorf("no frame carries %s: %s", want, frames)
+			}
+		})
 	}
 }

@@ -291,8 +291,9 @@ func (p ContentPart) MarshalJSON() ([]byte, error) {
 	}{plain(p), ""})
 }
 
-// Source says where a binary part's bytes are: inline base64 data, a URL or a
-// provider file.
+// Source says where a part's bytes are: inline base64 data, a URL, a
+// provider file, or (type "path", Orrery's own) a file of the session's
+// workspace, by its path relative to the workspace root.
 type Source struct {
 	Type     string `json:"type"`
 	Value    string `json:"value"`

@@ -371,7 +371,8 @@ export type Request =
   | UIHide
   | UIIntent
   | UIMove
-  | UISave;
+  | UISave
+  | WorkspaceFiles;
 
 export interface ConsentAnswer {
   t: "consent.answer";
@@ -523,6 +524,14 @@ export interface UISave {
   id: string;
   session: string;
   node: string;
+}
+
+export interface WorkspaceFiles {
+  t: "workspace.files";
+  id: string;
+  session: string;
+  prefix?: string;
+  limit?: number;
 }
 
 export type Content = string | ContentPart[] | Record<string, unknown>;
@@ -703,7 +712,7 @@ export interface SessionSummary {
 }
 
 export interface Source {
-  type: "data" | "url" | "file";
+  type: "data" | "url" | "file" | "path";
   value: string;
   mimeType?: string;
   provider?: string;
@@ -733,4 +742,9 @@ export interface ToolCall {
   function: FunctionCall;
   encryptedValue?: string;
   metadata?: Metadata;
+}
+
+export interface WorkspaceFilesReply {
+  files: string[];
+  truncated?: boolean;
 }

@@ -517,6 +517,8 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"t":"hub.unsubscribe","id":"q1","topic":"run.progress"}`, &protocol.HubUnsubscribe{Envelope: env("hub.unsubscribe"), Topic: "run.progress"}},
 		{`{"t":"input.answer","id":"q1","session":"s","request":"input_1","value":"blue"}`,
 			&protocol.InputAnswer{Envelope: env("input.answer"), Session: "s", Request: "input_1", Value: "blue"}},
+		{`{"t":"workspace.files","id":"q1","session":"s","prefix":"src/ma","limit":20}`,
+			&protocol.WorkspaceFiles{Envelope: env("workspace.files"), Session: "s", Prefix: "src/ma", Limit: 20}},
 	}
 	var kinds []string
 	for _, tt := range tests {

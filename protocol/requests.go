@@ -207,6 +207,27 @@ type ConsentAnswer struct {
 	Option  string `json:"option"`
 }
 
+// WorkspaceFiles lists files of a session's workspace, for a client that
+// completes @mentions: the regular files whose path relative to the
+// workspace root starts with Prefix (or, for a Prefix without "/", whose
+// base name does), nearest the root first, at most Limit of them (50 when
+// 0, at most 1000). .git and node_modules are never listed, nor hidden
+// entries unless Prefix names them.
+type WorkspaceFiles struct {
+	Envelope
+	Session string `json:"session"`
+	Prefix  string `json:"prefix,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// WorkspaceFilesReply is the value of a WorkspaceFiles reply: the paths,
+// relative to the workspace root with "/" between elements. Truncated is
+// set when more files matched than were listed.
+type WorkspaceFilesReply struct {
+	Files     []string `json:"files"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
 // Elements a client may declare it draws (hello.draws, GET /events?draws=).
 // A client that declares anything must draw every element of RequiredDraws.
 const (
@@ -261,19 +282,20 @@ type ErrorBody struct {
 }
 
 var requestKinds = map[string]func() Request{
-	"session.new":    func() Request { return new(SessionNew) },
-	"session.list":   func() Request { return new(SessionList) },
-	"session.read":   func() Request { return new(SessionRead) },
-	"run.send":       func() Request { return new(RunSend) },
-	"run.cancel":     func() Request { return new(RunCancel) },
-	"hello":          func() Request { return new(Hello) },
-	"session.attach": func() Request { return new(SessionAttach) },
-	"session.detach": func() Request { return new(SessionDetach) },
-	"ui.move":        func() Request { return new(UIMove) },
-	"ui.hide":        func() Request { return new(UIHide) },
-	"ui.save":        func() Request { return new(UISave) },
-	"ui.intent":      func() Request { return new(UIIntent) },
-	"consent.answer": func() Request { return new(ConsentAnswer) },
+	"session.new":     func() Request { return new(SessionNew) },
+	"session.list":    func() Request { return new(SessionList) },
+	"session.read":    func() Request { return new(SessionRead) },
+	"run.send":        func() Request { return new(RunSend) },
+	"run.cancel":      func() Request { return new(RunCancel) },
+	"hello":           func() Request { return new(Hello) },
+	"session.attach":  func() Request { return new(SessionAttach) },
+	"session.detach":  func() Request { return new(SessionDetach) },
+	"ui.move":         func() Request { return new(UIMove) },
+	"ui.hide":         func() Request { return new(UIHide) },
+	"ui.save":         func() Request { return new(UISave) },
+	"ui.intent":       func() Request { return new(UIIntent) },
+	"consent.answer":  func() Request { return new(ConsentAnswer) },
+	"workspace.files": func() Request { return new(WorkspaceFiles) },
 }
 
 // RequestKinds returns the request kinds DecodeRequest knows, sorted.

@@ -123,7 +123,11 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		if err != nil {
 			return nil, err
 		}
-		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: q.Input.Attachments, Steer: q.Target == protocol.TargetSteer})
+		atts, err := sess.AttachFiles(ctx, q.Input.Attachments)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: atts, Steer: q.Target == protocol.TargetSteer})
 		if err != nil {
 			return nil, err
 		}
@@ -205,6 +209,16 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		return s.doHub(ctx, caller, req)
 	case *protocol.InputAnswer:
 		return s.answerInput(ctx, caller, q)
+	case *protocol.WorkspaceFiles:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		files, truncated, err := sess.WorkspaceFiles(ctx, q.Prefix, q.Limit)
+		if err != nil {
+			return nil, err
+		}
+		return protocol.WorkspaceFilesReply{Files: files, Truncated: truncated}, nil
 	case *protocol.Hello, *protocol.SessionAttach, *protocol.SessionDetach:
 		return nil, &kernel.RequestError{Msg: req.Head().T + " works only on a connection (GET /ws or a pipe); over HTTP, follow a session with GET /events?session=<id>"}
 	}

@@ -14,16 +14,19 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
@@ -59,6 +62,12 @@ type rig struct {
 	// intents are the committed actions the kernel delivered to
 	// extension owners.
 	intents chan kernel.Intent
+
+	// liveDown, while set, refuses GET /api/live with 503, as a kernel
+	// that cannot be reached would; lives counts the page's GET /api/live
+	// requests.
+	liveDown atomic.Bool
+	lives    atomic.Int32
 }
 
 // intentSink is the extension host's side of intents, for the tests: it
@@ -79,6 +88,49 @@ func (c intentSink) RunAction(ctx context.Context, in kernel.Intent) error { ret
 type rigOptions struct {
 	// remote makes every request look as if it came from off loopback.
 	remote bool
+	// acp serves the model "acp:test" with the ACP test agent
+	// (agent/acp/testdata/agent), a real node process.
+	acp bool
+}
+
+// acpAgentDir holds the ACP test agent.
+const acpAgentDir = "../agent/acp/testdata/agent"
+
+// acpTestAgent returns the ACP test agent as a provider whose updates
+// outside a turn are appended to the kernel *k holds, or skips the test
+// when node or the agent's packages are missing (fails when
+// ORRERY_REQUIRE_NODE is set).
+func acpTestAgent(t *testing.T, k **kernel.Kernel) agent.Provider {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(acpAgentDir, "node_modules/@agentclientprotocol/sdk/package.json"))
+	}
+	if err != nil {
+		if os.Getenv("ORRERY_REQUIRE_NODE") != "" {
+			t.Fatalf("node and the ACP test agent are required: %v; run npm ci --prefix agent/acp/testdata/agent", err)
+		}
+		t.Skipf("node or the ACP test agent is missing (%v): run npm ci --prefix agent/acp/testdata/agent", err)
+	}
+	script, _ := filepath.Abs(filepath.Join(acpAgentDir, "agent.mjs"))
+	a, err := acp.New(acp.Config{Name: "test", Command: node, Args: []string{script},
+		CancelTimeout: time.Second, StopTimeout: time.Second,
+		Outside: func(ctx context.Context, session string, evs ...protocol.Event) error {
+			s, err := (*k).Session(ctx, session)
+			if err != nil {
+				return err
+			}
+			return s.Append(ctx, evs...)
+		}})
+	if err != nil {
+		t.Fatalf("acp.New() = %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Close(ctx)
+	})
+	return a
 }
 
 func newRig(t *testing.T, opts rigOptions) *rig {
@@ -98,8 +150,18 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 	if err != nil {
 		t.Fatalf("sqlite.Open() = %v, want nil", err)
 	}
+	resolve := offlineOnly
+	if opts.acp {
+		a := acpTestAgent(t, &r.k)
+		resolve = func(spec string) (agent.Provider, error) {
+			if spec == "acp:test" {
+				return a, nil
+			}
+			return offlineOnly(spec)
+		}
+	}
 	r.k = kernel.New(kernel.Config{
-		Store: st, Models: offlineOnly, DefaultModel: "offline", DebugActor: true, Logger: log,
+		Store: st, Models: resolve, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools:     tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
 		Workspace: tool.Workspace{Root: r.workspace},
 		Intents:   intentSink(r.intents),
@@ -121,6 +183,13 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 				r.mu.Lock()
 				r.controls = append(r.controls, m)
 				r.mu.Unlock()
+			}
+		}
+		if req.URL.Path == "/api/live" {
+			r.lives.Add(1)
+			if r.liveDown.Load() {
+				http.Error(w, "the kernel is down for this test: retry", http.StatusServiceUnavailable)
+				return
 			}
 		}
 		if opts.remote {

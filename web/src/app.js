@@ -112,6 +112,7 @@ const view = {
   byId: new Map(), // messageId / toolCallId → item
   runId: '', // the run in flight
   consent: new Map(), // request → orrery.consent.requested value
+  commands: [], // the agent's latest advertised commands (orrery.commands)
 };
 
 function resetView(session) {
@@ -123,6 +124,9 @@ function resetView(session) {
   view.byId = new Map();
   view.runId = '';
   view.consent = new Map();
+  view.commands = [];
+  mentioned.clear();
+  closePicker();
   $('thread').replaceChildren();
   scheduleRender();
 }
@@ -177,12 +181,10 @@ function apply(f) {
     case 'RUN_FINISHED':
       view.runId = '';
       if (f.outcome?.type === 'cancelled') item('notice', '', { text: 'Stopped.' });
-      refreshSessions();
       break;
     case 'RUN_ERROR':
       view.runId = '';
       item('notice', '', { text: `The run ended${f.code ? ` (${f.code})` : ''}: ${f.message}`, level: 'error' });
-      refreshSessions();
       break;
     case 'TEXT_MESSAGE_START':
       item('assistant', f.messageId, { text: '' });
@@ -235,7 +237,11 @@ function apply(f) {
 function custom(name, v) {
   switch (name) {
     case 'orrery.user.message':
-      if (!view.byId.has(v.id)) item('user', v.id, { text: typeof v.content === 'string' ? v.content : textOf(v.content), steer: Boolean(v.steer) });
+      if (!view.byId.has(v.id)) item('user', v.id, { ...userContent(v.content), steer: Boolean(v.steer) });
+      break;
+    case 'orrery.commands':
+      // An ACP agent's available_commands_update: the latest list wins.
+      view.commands = (Array.isArray(v.commands) ? v.commands : []).filter((c) => c && typeof c.name === 'string' && c.name);
       break;
     case 'orrery.consent.requested':
       view.consent.set(v.request, v);
@@ -260,6 +266,23 @@ function custom(name, v) {
   }
 }
 
+// userContent splits a person's message into its text and its attached
+// files: the parts after the first that read "File @PATH:\n…", as the
+// kernel writes them for a workspace file attachment (and the terminal UI
+// sends them).
+function userContent(content) {
+  if (!Array.isArray(content)) return { text: textOf(content), files: [] };
+  const files = [];
+  const texts = [];
+  content.forEach((p, i) => {
+    if (p.type !== 'text') return;
+    const m = i > 0 ? /^File @([^\n]*):\n/.exec(p.text) : null;
+    if (m) files.push({ path: m[1], text: p.text.slice(m[0].length) });
+    else texts.push(p.text);
+  });
+  return { text: texts.join('\n'), files };
+}
+
 function textOf(content) {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) return content.filter((p) => p.type === 'text').map((p) => p.text).join('');
@@ -270,7 +293,7 @@ function fromMessage(m) {
   if (view.byId.has(m.id)) return;
   switch (m.role) {
     case 'user':
-      item('user', m.id, { text: textOf(m.content) });
+      item('user', m.id, userContent(m.content));
       break;
     case 'assistant':
       if (textOf(m.content)) item('assistant', m.id, { text: textOf(m.content) });
@@ -322,7 +345,8 @@ function renderThread() {
 function drawItem(it) {
   switch (it.kind) {
     case 'user':
-      return el('div', `msg user${it.steer ? ' steer' : ''}`, el('div', 'who', it.steer ? 'You (steer)' : 'You'), el('div', 'body plain', it.text));
+      return el('div', `msg user${it.steer ? ' steer' : ''}`, el('div', 'who', it.steer ? 'You (steer)' : 'You'), el('div', 'body plain', it.text),
+        (it.files || []).map((f) => el('details', 'attachment', el('summary', '', 'Attached ', el('code', '', f.path)), el('pre', '', f.text))));
     case 'assistant': {
       const body = el('div', 'body md');
       body.append(renderMarkdown(it.text));
@@ -386,6 +410,7 @@ function drawConsent(it) {
     const b = button(o.label || o.id, async () => {
       try {
         await control({ t: 'consent.answer', session: view.session, request: req.request, option: o.id });
+        $('prompt').focus(); // the answered prompt goes away: keep the focus somewhere useful
       } catch (err) {
         toast(err.message);
       }
@@ -497,17 +522,72 @@ async function sendIntent(node, action, value) {
 
 // ---- sessions ------------------------------------------------------------
 
-let sessions = [];
+// The session list is the live entity channel GET /api/live: a snapshot,
+// then each change (created, title, cost, running, ended, deleted) as it
+// happens, so the page never polls. A reconnect takes a fresh snapshot.
+const live = {
+  es: null,
+  retry: 0,
+  timer: 0,
+  sessions: new Map(), // id → session summary
+};
 
-async function refreshSessions() {
-  try {
-    sessions = (await control({ t: 'session.list' })).sessions || [];
-  } catch (err) {
-    if (err.status !== 401) setConn('offline', 'the kernel cannot be reached');
-    return;
-  }
+function setListState(state, words) {
+  const e = $('sessions-state');
+  e.dataset.state = state;
+  e.textContent = { live: '● ', connecting: '◌ ', offline: '○ ' }[state] + words;
+}
+
+function connectLive() {
+  clearTimeout(live.timer);
+  live.es?.close();
+  const q = conn.token ? `?token=${encodeURIComponent(conn.token)}` : '';
+  const es = new EventSource(`/api/live${q}`);
+  let opened = false;
+  live.es = es;
+  setListState('connecting', 'list connecting…');
+  es.onmessage = (ev) => {
+    if (live.es !== es) return;
+    let m;
+    try {
+      m = JSON.parse(ev.data);
+    } catch {
+      return;
+    }
+    if (m.type === 'snapshot') {
+      opened = true;
+      live.retry = 0;
+      live.sessions = new Map((m.sessions || []).map((x) => [x.id, x]));
+      setListState('live', 'list live');
+    } else if (m.session?.id) {
+      if (m.type === 'deleted') live.sessions.delete(m.session.id);
+      else live.sessions.set(m.session.id, m.session);
+    }
+    renderSessions();
+  };
+  es.onerror = async () => {
+    if (live.es !== es) return;
+    es.close();
+    live.es = null;
+    const delay = Math.min(5000, 250 * 2 ** live.retry++);
+    setListState('offline', `list disconnected; reconnecting in ${Math.ceil(delay / 1000)} s`);
+    if (!opened) {
+      // An event stream hides its status: ask once, so a missing token
+      // opens the token dialog.
+      try {
+        await control({ t: 'session.list' });
+      } catch (err) {
+        if (err.status === 401) return; // the token form reconnects
+      }
+    }
+    live.timer = setTimeout(connectLive, delay);
+  };
+}
+
+function renderSessions() {
   const list = $('sessions');
-  list.replaceChildren(...sessions.slice().reverse().map((s) => {
+  const all = [...live.sessions.values()].sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : a.id < b.id ? 1 : -1));
+  list.replaceChildren(...all.map((s) => {
     const b = button('', () => openSession(s.id), 'session');
     b.append(
       el('span', 'session-title', s.title || s.id),
@@ -524,7 +604,7 @@ function openSession(id) {
   location.hash = `session=${encodeURIComponent(id)}`;
   resetView(id);
   connect();
-  refreshSessions();
+  renderSessions();
   $('prompt').focus();
 }
 
@@ -539,16 +619,22 @@ async function newSession(title) {
 
 // ---- composer ------------------------------------------------------------
 
+// The client's own commands: what is inserted when chosen, what it shows.
 const SLASH = [
-  ['/new [title]', 'start a new session'],
-  ['/stop', 'stop the run in flight'],
-  ['/steer TEXT', 'add to the run in flight'],
-  ['/ui', 'list what is placed'],
-  ['/ui move ID PLACEMENT', 'move a placed surface'],
-  ['/ui hide ID', 'hide a placed surface'],
-  ['/ui save ID', 'keep where it is, in config'],
-  ['/help', 'list these commands'],
+  ['/new ', '/new [title]', 'start a new session'],
+  ['/stop', '/stop', 'stop the run in flight'],
+  ['/steer ', '/steer TEXT', 'add to the run in flight'],
+  ['/ui', '/ui', 'list what is placed'],
+  ['/ui move ', '/ui move ID PLACEMENT', 'move a placed surface'],
+  ['/ui hide ', '/ui hide ID', 'hide a placed surface'],
+  ['/ui save ', '/ui save ID', 'keep where it is, in config'],
+  ['/help', '/help', 'list these commands'],
 ];
+const OWN = new Set(SLASH.map(([c]) => c.trim().split(' ')[0]));
+
+// mentioned holds the workspace paths chosen from the @ picker; those still
+// written as @PATH in the prompt are sent as attachments.
+const mentioned = new Set();
 
 function renderComposer() {
   const running = Boolean(view.runId);
@@ -556,6 +642,7 @@ function renderComposer() {
   $('send').title = running ? 'Add this to the run in flight (Enter)' : 'Send (Enter)';
   $('stop').hidden = !running;
   $('run-state').textContent = running ? '◐ running' : '○ idle';
+  $('run-state').dataset.state = running ? 'running' : 'idle';
 }
 
 function findNode(id) {
@@ -564,8 +651,17 @@ function findNode(id) {
   return Object.keys(nodes).find((k) => nodeParts(k).name === id) || id;
 }
 
+/** agentCommand returns the advertised command a /NAME names, if any. */
+function agentCommand(cmd) {
+  return view.commands.find((c) => `/${c.name}` === cmd);
+}
+
 async function slash(text) {
   const [cmd, ...rest] = text.trim().split(/\s+/);
+  if (!OWN.has(cmd) && agentCommand(cmd)) {
+    // The agent's own command goes to it as the prompt's text.
+    return send(text.trim());
+  }
   switch (cmd) {
     case '/new':
       return newSession(rest.join(' '));
@@ -573,9 +669,12 @@ async function slash(text) {
       return stop();
     case '/steer':
       return send(rest.join(' '), true);
-    case '/help':
-      item('notice', '', { text: SLASH.map(([c, w]) => `${c}: ${w}`).join('\n') });
+    case '/help': {
+      const own = SLASH.map(([, c, w]) => `${c}: ${w}`);
+      const agent = view.commands.map((c) => `/${c.name}${c.input?.hint ? ` ${c.input.hint}` : ''}: ${c.description || ''} (the agent's)`);
+      item('notice', '', { text: [...own, ...agent].join('\n') });
       return scheduleRender();
+    }
     case '/ui': {
       const [sub, id, placement] = rest;
       if (!sub || sub === 'list') {
@@ -592,15 +691,25 @@ async function slash(text) {
   return toast(`${cmd} is not a command here: type /help for the list.`);
 }
 
+/** attachments returns the chosen @mentions still in text, as workspace file attachments. */
+function attachments(text) {
+  const words = new Set(text.split(/\s+/).map((w) => w.replace(/[,.;:!?)]+$/, '')));
+  return [...mentioned].filter((p) => words.has(`@${p}`)).map((p) => ({ type: 'document', source: { type: 'path', value: p } }));
+}
+
 async function send(text, steer = Boolean(view.runId)) {
   if (!text.trim()) return;
   if (!view.session) {
     const { session } = await control({ t: 'session.new' });
     openSession(session);
   }
-  const req = { t: 'run.send', session: view.session, input: { text } };
+  const input = { text };
+  const files = attachments(text);
+  if (files.length) input.attachments = files;
+  const req = { t: 'run.send', session: view.session, input };
   if (steer) req.target = 'steer';
   await control(req);
+  mentioned.clear();
 }
 
 async function stop() {
@@ -615,26 +724,157 @@ async function submit() {
   const box = $('prompt');
   const text = box.value;
   if (!text.trim()) return;
+  closePicker();
   try {
     if (text.startsWith('/')) await slash(text);
     else await send(text);
     box.value = '';
-    hints();
   } catch (err) {
     toast(err.message);
   }
 }
 
-function hints() {
-  const v = $('prompt').value;
+// ---- the picker: / commands and @ files ----------------------------------
+
+// picker is the completion list under the prompt: a listbox whose active
+// option the prompt names in aria-activedescendant. Tab or Enter takes the
+// active option; ↑ ↓ move; Esc closes it.
+const picker = {
+  items: [], // {insert, label, detail, tag}
+  active: 0,
+  start: 0, // where in the prompt the word being completed starts
+  end: 0,
+  gen: 0, // the latest @ lookup; older answers are dropped
+};
+
+function closePicker() {
+  picker.items = [];
+  picker.gen++;
+  drawPicker();
+}
+
+function drawPicker() {
   const h = $('hints');
-  if (v.startsWith('/') && !v.includes('\n')) {
-    const matches = SLASH.filter(([c]) => c.startsWith(v.split(' ')[0]));
-    h.replaceChildren(...matches.map(([c, w]) => el('li', '', el('code', '', c), ` ${w}`)));
-    h.hidden = matches.length === 0;
-  } else {
-    h.hidden = true;
+  const box = $('prompt');
+  const open = picker.items.length > 0;
+  h.hidden = !open;
+  box.setAttribute('aria-expanded', String(open));
+  if (!open) {
+    h.replaceChildren();
+    box.removeAttribute('aria-activedescendant');
+    return;
   }
+  picker.active = Math.min(picker.active, picker.items.length - 1);
+  h.replaceChildren(...picker.items.map((it, i) => {
+    const li = el('li', 'hint', el('code', '', it.label), it.detail ? ` ${it.detail}` : '', it.tag ? el('span', 'hint-tag', it.tag) : null);
+    li.id = `hint-${i}`;
+    li.setAttribute('role', 'option');
+    li.setAttribute('aria-selected', String(i === picker.active));
+    li.dataset.insert = it.insert;
+    li.addEventListener('mousedown', (ev) => {
+      ev.preventDefault(); // keep the focus in the prompt
+      picker.active = i;
+      choose();
+    });
+    return li;
+  }));
+  box.setAttribute('aria-activedescendant', `hint-${picker.active}`);
+}
+
+/** wordAt returns the whitespace-delimited word that ends at the caret. */
+function wordAt(box) {
+  const end = box.selectionStart;
+  const before = box.value.slice(0, end);
+  const start = before.search(/\S*$/);
+  return { word: before.slice(start), start, end };
+}
+
+let filesTimer = 0;
+function hints() {
+  const box = $('prompt');
+  const v = box.value;
+  const { word, start, end } = wordAt(box);
+  if (word.startsWith('@') && view.session) {
+    clearTimeout(filesTimer);
+    filesTimer = setTimeout(() => lookupFiles(word.slice(1), start, end), 120);
+    return;
+  }
+  if (v.startsWith('/') && !v.includes('\n') && start === 0 && !/\s/.test(v)) {
+    const own = SLASH.map(([insert, label, detail]) => ({ insert, label, detail, tag: '' }));
+    const agent = view.commands.filter((c) => !OWN.has(`/${c.name}`)).map((c) => ({
+      insert: `/${c.name} `, label: `/${c.name}${c.input?.hint ? ` ${c.input.hint}` : ''}`, detail: c.description || '', tag: 'agent',
+    }));
+    const items = [...agent, ...own].filter((it) => it.insert.startsWith(v) || it.label.startsWith(v));
+    picker.start = 0;
+    picker.end = v.length;
+    picker.active = 0;
+    picker.items = items;
+    picker.gen++;
+    drawPicker();
+    return;
+  }
+  closePicker();
+}
+
+async function lookupFiles(prefix, start, end) {
+  const gen = ++picker.gen;
+  let files = [];
+  try {
+    ({ files = [] } = await control({ t: 'workspace.files', session: view.session, prefix, limit: 20 }));
+  } catch (err) {
+    toast(err.message);
+  }
+  if (gen !== picker.gen) return;
+  picker.items = files.map((f) => ({ insert: `@${f} `, label: `@${f}`, detail: '', tag: 'file' }));
+  picker.start = start;
+  picker.end = end;
+  picker.active = 0;
+  drawPicker();
+}
+
+/** choose puts the active option into the prompt in place of the word. */
+function choose() {
+  const it = picker.items[picker.active];
+  if (!it) return;
+  const box = $('prompt');
+  if (it.tag === 'file') mentioned.add(it.insert.trim().slice(1));
+  box.value = box.value.slice(0, picker.start) + it.insert + box.value.slice(picker.end);
+  const caret = picker.start + it.insert.length;
+  box.setSelectionRange(caret, caret);
+  box.focus();
+  closePicker();
+}
+
+/** pickerKey handles a key while the picker is open; it reports whether it took it. */
+function pickerKey(ev) {
+  if (!picker.items.length) return false;
+  switch (ev.key) {
+    case 'ArrowDown':
+      picker.active = (picker.active + 1) % picker.items.length;
+      break;
+    case 'ArrowUp':
+      picker.active = (picker.active + picker.items.length - 1) % picker.items.length;
+      break;
+    case 'Tab':
+      if (ev.shiftKey) return false;
+      choose();
+      break;
+    case 'Enter': {
+      // Enter on a command already written out in full sends it.
+      const it = picker.items[picker.active];
+      if (ev.shiftKey || !it || $('prompt').value.trim() === it.insert.trim()) return false;
+      choose();
+      break;
+    }
+    case 'Escape':
+      closePicker();
+      break;
+    default:
+      return false;
+  }
+  ev.preventDefault();
+  drawPicker();
+  return true;
 }
 
 // ---- token, toasts -------------------------------------------------------
@@ -658,7 +898,8 @@ function start() {
   $('send').addEventListener('click', submit);
   $('stop').addEventListener('click', stop);
   $('prompt').addEventListener('keydown', (ev) => {
-    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+    if (ev.isComposing || pickerKey(ev)) return;
+    if (ev.key === 'Enter' && !ev.shiftKey) {
       ev.preventDefault();
       submit();
     } else if (ev.key === 'Escape' && view.runId) {
@@ -667,6 +908,13 @@ function start() {
     }
   });
   $('prompt').addEventListener('input', hints);
+  $('prompt').addEventListener('blur', () => setTimeout(() => {
+    if (document.activeElement !== $('prompt')) closePicker();
+  }, 0));
+  document.querySelector('.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    $('prompt').focus();
+  });
   $('token-form').addEventListener('submit', (ev) => {
     const v = $('token').value.trim();
     if (!v) {
@@ -675,7 +923,7 @@ function start() {
     }
     conn.token = v;
     localStorage.setItem('orrery.token', v);
-    refreshSessions();
+    connectLive();
     connect();
   });
   window.addEventListener('hashchange', () => {
@@ -685,8 +933,7 @@ function start() {
   const id = new URLSearchParams(location.hash.slice(1)).get('session');
   if (id) openSession(id);
   else setConn('offline', 'no session: send a prompt or press New');
-  refreshSessions();
-  setInterval(refreshSessions, 5000);
+  connectLive();
 }
 
 // For tests and bug reports: replay frames into the page, read its state
