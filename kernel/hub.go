@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Errors a subscription ends with.
@@ -152,6 +153,7 @@ type Subscription struct {
 	// per subscriber; pending counts their frames.
 	batches [][]Frame
 	pending int
+	oldest  time.Time // when the oldest queued batch arrived
 	err     error
 	closed  bool
 
@@ -172,6 +174,10 @@ type Subscription struct {
 // backlog ends, or the seq its starting snapshot reflects.
 func (s *Subscription) Head() uint64 { return s.head }
 
+// SlowAfter is how long a subscriber over its queue bound may take to
+// start draining before it is dropped as too slow.
+const SlowAfter = time.Second
+
 func newSubscription(h *hub, max int) *Subscription {
 	if max <= 0 {
 		max = DefaultQueueFrames
@@ -188,11 +194,17 @@ func (s *Subscription) push(frames ...Frame) bool {
 		return false
 	}
 	// A subscriber that has taken everything is never dropped, however
-	// large one commit is; one that is behind and would pass its bound is.
-	if s.pending > 0 && s.pending+len(frames) > s.max {
+	// large one commit is; one that would pass its bound is dropped only
+	// once its oldest queued frame has waited SlowAfter, so a burst of
+	// commits that arrives before its writer runs (a loaded machine, a
+	// store that held its lock) is not mistaken for a slow reader.
+	if s.pending > 0 && s.pending+len(frames) > s.max && time.Since(s.oldest) > SlowAfter {
 		s.mu.Unlock()
 		s.end(ErrSlow)
 		return false
+	}
+	if s.pending == 0 {
+		s.oldest = time.Now()
 	}
 	s.batches = append(s.batches, frames)
 	s.pending += len(frames)

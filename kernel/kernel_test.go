@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -601,7 +602,14 @@ func TestInterruptedRunIsClosedOnOpen(t *testing.T) {
 }
 
 func TestSlowSubscriberIsDropped(t *testing.T) {
-	e := newEnv(t, script(t, map[string]any{"text": []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"}}),
+	// The frames keep coming for longer than kernel.SlowAfter, so the
+	// subscriber's oldest queued frame has waited past it while it is over
+	// its bound when the next commit arrives.
+	chunks := make([]string, 0, 16)
+	for i := range cap(chunks) {
+		chunks = append(chunks, fmt.Sprint(i))
+	}
+	e := newEnv(t, script(t, map[string]any{"text": chunks, "delay_ms": int(2 * kernel.SlowAfter / time.Millisecond / 10)}),
 		func(c *kernel.Config) { c.QueueFrames = 4 })
 	ctx := context.Background()
 	s := e.session(t)
