@@ -213,7 +213,7 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 			refused = append(refused, err)
 			continue
 		}
-		if in.m.StartsWithSession() {
+		if in.m.StartsWithSession() || len(in.m.Provides.Placements) > 0 {
 			start = append(start, in)
 		}
 	}
@@ -229,7 +229,9 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 		}
 		for _, in := range start {
 			in.drawLoading(ctx)
-			go in.ensure(ctx)
+			if in.m.StartsWithSession() {
+				go in.ensure(ctx)
+			}
 		}
 	}()
 }

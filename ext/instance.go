@@ -81,15 +81,19 @@ func (in *Instance) declare(ctx context.Context) error {
 	return nil
 }
 
-// drawLoading draws the declared placements in their loading state.
+// drawLoading draws the declared placements in their loading state, or as
+// their declared component with its first data.
 func (in *Instance) drawLoading(ctx context.Context) {
 	for _, p := range in.m.Provides.Placements {
 		title := p.Title
 		if title == "" {
 			title = p.ID
 		}
-		surface := textSurface(title + ": loading…")
-		if err := in.show(ctx, kernel.ShowInput{ID: p.ID, Placement: p.Placement, Title: p.Title, Surface: surface}); err != nil {
+		si := kernel.ShowInput{ID: p.ID, Placement: p.Placement, Title: p.Title, Surface: textSurface(title + ": loading…")}
+		if p.Component != "" {
+			si.Surface, si.Component, si.Data = nil, p.Component, json.RawMessage(p.Data)
+		}
+		if err := in.show(ctx, si); err != nil {
 			in.log.Warn("draw declared placement", "id", p.ID, "err", err)
 		}
 	}

@@ -393,3 +393,23 @@ func (t Tools) Hide(ctx context.Context, name string) error {
 func (t Tools) Show(ctx context.Context, name string) error {
 	return t.h.conn.Call(ctx, "tools/show", map[string]string{"name": name}, nil)
 }
+
+// Tool is a tool an extension adds at run time with Register.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// ReadOnly tools are allowed by the consent gate by default.
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// Register adds a tool the model may call from its next run; its calls
+// reach Extension.Tools[t.Name].
+func (t Tools) Register(ctx context.Context, tool Tool) error {
+	return t.h.conn.Call(ctx, "ext/register", map[string]Tool{"tool": tool}, nil)
+}
+
+// Unregister removes a tool added with Register.
+func (t Tools) Unregister(ctx context.Context, name string) error {
+	return t.h.conn.Call(ctx, "ext/unregister", map[string]string{"tool": name}, nil)
+}
