@@ -392,3 +392,48 @@ func TestIntentOverControl(t *testing.T) {
 		t.Errorf("ui.intent after unload = %d %s, want a refusal", code, body)
 	}
 }
+
+func TestExtListAndRestartOverControl(t *testing.T) {
+	w := newWorld(t, "offline", ext.Config{Extensions: []*ext.Manifest{rogue(t, "plain", "")}}, nil)
+	first := waitState(t, w, ext.StateRunning).PID
+	srv := server.New(server.Config{Kernel: w.k, Extensions: w.h})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		hs.Close()
+	})
+	control := func(body string, out any) (int, string) {
+		resp, err := http.Post(hs.URL+"/control", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		if out != nil {
+			if err := json.Unmarshal(b.Bytes(), out); err != nil {
+				t.Fatalf("%s answered %s: %v", body, b.String(), err)
+			}
+		}
+		return resp.StatusCode, b.String()
+	}
+	var list protocol.ExtListReply
+	if code, body := control(fmt.Sprintf(`{"t":"ext.list","id":"q","session":%q}`, w.s.ID()), &list); code != http.StatusOK ||
+		len(list.Extensions) != 1 || list.Extensions[0].Name != "rogue" || list.Extensions[0].State != ext.StateRunning || list.Extensions[0].PID != first {
+		t.Fatalf("ext.list = %d %s, want rogue running as pid %d", code, body, first)
+	}
+	if code, body := control(fmt.Sprintf(`{"t":"ext.restart","id":"q","session":%q,"name":"rogue"}`, w.s.ID()), nil); code != http.StatusOK {
+		t.Fatalf("ext.restart = %d %s, want 200", code, body)
+	}
+	if st := waitState(t, w, ext.StateRunning); st.PID == first || st.PID == 0 {
+		t.Errorf("after ext.restart the pid is %d (was %d), want a new process", st.PID, first)
+	}
+	if code, body := control(fmt.Sprintf(`{"t":"ext.restart","id":"q","session":%q,"name":"ghost"}`, w.s.ID()), nil); code != http.StatusBadRequest || !strings.Contains(body, "orrery ext list") {
+		t.Errorf("ext.restart of an unknown extension = %d %s, want 400 naming orrery ext list", code, body)
+	}
+	if code, _ := control(`{"t":"ext.list","id":"q","session":"nosuch"}`, nil); code != http.StatusNotFound {
+		t.Errorf("ext.list of an unknown session = %d, want 404", code)
+	}
+}

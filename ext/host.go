@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
 )
 
 // Defaults of Config's timings and limits.
@@ -247,19 +248,9 @@ func (h *Host) instance(session, name string) (*Instance, error) {
 	return in, nil
 }
 
-// Status describes one extension in one session.
-type Status struct {
-	Name     string `json:"name"`
-	Version  string `json:"version"`
-	Runtime  string `json:"runtime"`
-	Session  string `json:"session"`
-	State    string `json:"state"`
-	Resident bool   `json:"resident,omitempty"`
-	Restarts int    `json:"restarts,omitempty"`
-	PID      int    `json:"pid,omitempty"`
-	// Error is why it stopped, with the fix.
-	Error string `json:"error,omitempty"`
-}
+// Status describes one extension in one session: what ext.list and orrery
+// ext list show.
+type Status = protocol.ExtStatus
 
 // The states an Instance is in.
 const (

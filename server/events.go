@@ -16,6 +16,8 @@ import (
 // the stream starts with a STATE_SNAPSHOT and a MESSAGES_SNAPSHOT of seq 0.
 // client and draws declare the client: a declaration that lacks a required
 // element is refused. coalesce=1 merges runs of deltas in the replay.
+// watch=KEY,KEY passes orrery.state.changed of those shared state keys
+// ("<owner>/<key>" or "<owner>/*"); without it none is passed.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("session")
@@ -27,6 +29,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if draws := q.Get("draws"); draws != "" {
 		caller.Draws = strings.Split(draws, ",")
 		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	var watch []string
+	if v := q.Get("watch"); v != "" {
+		watch = strings.Split(v, ",")
+		if err := checkWatch(watch); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -63,6 +73,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.wg.Done()
 	sw := newSSEWriter(w)
+	sw.watch.set(watch)
 	if _, err := s.stream(r.Context(), sw, sub, nil); err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Info("event stream ended", "session", id, "err", err)
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	// OriginPatterns are the extra origins a browser WebSocket may come from
 	// (coder/websocket patterns); the server's own host is always allowed.
 	OriginPatterns []string
+	// Extensions serves ext.list and ext.restart; nil means no extension
+	// runs (ext.list answers none).
+	Extensions Extensions
 }
 
 // DefaultPingInterval is how often a WebSocket is pinged.

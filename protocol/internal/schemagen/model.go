@@ -140,6 +140,8 @@ var roots = []reflect.Type{
 	reflect.TypeFor[protocol.RunSendReply](),
 	reflect.TypeFor[protocol.HelloReply](),
 	reflect.TypeFor[protocol.SessionAttachReply](),
+	reflect.TypeFor[protocol.ExtListReply](),
+	reflect.TypeFor[protocol.StateWatchReply](),
 	reflect.TypeFor[protocol.Empty](),
 	reflect.TypeFor[protocol.Reply](),
 	reflect.TypeFor[protocol.ErrorBody](),
