@@ -36,6 +36,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Crash", func(t *testing.T) { t.Parallel(); testCrash(t, bin) })
 	t.Run("Run", func(t *testing.T) { t.Parallel(); testRun(t, bin) })
 	t.Run("Usage", func(t *testing.T) { t.Parallel(); testUsage(t, bin) })
+	t.Run("Ext", func(t *testing.T) { t.Parallel(); testExt(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

@@ -67,6 +67,7 @@ func commands(e *env) map[string]command {
 		"version":  &versionCmd{env: e},
 		"config":   &configCmd{env: e},
 		"watch":    &watchCmd{env: e},
+		"ext":      &extCmd{env: e},
 	}
 }
 
