@@ -18,6 +18,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/ext"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
@@ -435,5 +436,50 @@ func TestExtListAndRestartOverControl(t *testing.T) {
 	}
 	if code, _ := control(`{"t":"ext.list","id":"q","session":"nosuch"}`, nil); code != http.StatusNotFound {
 		t.Errorf("ext.list of an unknown session = %d, want 404", code)
+	}
+}
+
+func TestHubMethods(t *testing.T) {
+	hb := hub.New()
+	w := newWorld(t, "offline", ext.Config{Extensions: []*ext.Manifest{rogue(t, "hub", "")}, Hub: hb}, nil)
+	if got := stateValue(t, w.w.until(stateKey("ext:rogue/subscribed"))); got != "<nil>" {
+		t.Fatalf("hub/subscribe = %v", got)
+	}
+	got := make(chan hub.Message, 4)
+	detach, err := hb.Attach("client://test", func(m hub.Message) { got <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+
+	// A publish on the topic reaches the extension (hub/message), which
+	// posts it back (hub/post).
+	rep, err := hb.Publish("client://test", "builds", json.RawMessage(`{"n":1}`), "")
+	if err != nil || rep.Delivered != 1 {
+		t.Fatalf("Publish() = %+v, %v; want delivered to ext://rogue", rep, err)
+	}
+	select {
+	case m := <-got:
+		if m.From != "ext://rogue" || string(m.Payload) != `{"got":{"n":1},"topic":"builds"}` {
+			t.Errorf("the extension posted %+v, want its copy of the relay from ext://rogue", m)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the extension posted nothing back")
+	}
+
+	// A send waits for the extension's hub/reply.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reply, err := hb.Send(ctx, "client://test", "ext://rogue", json.RawMessage(`"ping"`), 0, "")
+	if err != nil || string(reply.Payload) != `"pong"` {
+		t.Errorf("Send() = %+v, %v; want the extension's pong", reply, err)
+	}
+
+	// Unloaded, the extension gives its seat up.
+	if err := w.h.Unload(context.Background(), w.s.ID(), "rogue"); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Post("client://test", "ext://rogue", json.RawMessage(`1`)); err == nil {
+		t.Error("Post() to an unloaded extension = nil, want nobody at that address")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// MaxRestarts, MaxQueued, MaxConcurrent and MaxBody are the limits
 	// above; MaxBody bounds one message (jsonrpc.DefaultMaxBody).
 	MaxRestarts, MaxQueued, MaxConcurrent, MaxBody int
+	// Hub is the run's event hub that hub/* calls use, each extension
+	// seated as ext://<name>; nil refuses them until UseHub sets one.
+	Hub *hub.Hub
 	// Workspace is where a runtime "none" extension's actions run when the
 	// session names no cwd of its own (the CLI passes its current
 	// directory); empty means the extension's own directory.
@@ -100,8 +104,9 @@ type Host struct {
 	ctx    context.Context // ends the actions still running when the host closes
 	cancel context.CancelFunc
 
-	mu         sync.Mutex // guards k, instances, registered, refused and closed
+	mu         sync.Mutex // guards k, hub, instances, registered, refused and closed
 	k          *kernel.Kernel
+	hub        *hub.Hub
 	instances  map[string]map[string]*Instance
 	registered map[string]bool  // extensions whose components the kernel holds
 	refused    map[string]error // what the kernel refused of each manifest's components
@@ -115,8 +120,23 @@ var _ kernel.IntentHandler = (*Host)(nil)
 func New(cfg Config) *Host {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, instances: make(map[string]map[string]*Instance),
+	return &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hub: cfg.Hub, instances: make(map[string]map[string]*Instance),
 		registered: make(map[string]bool), refused: make(map[string]error)}
+}
+
+// UseHub sets the event hub that extensions' hub/* calls use from now on
+// (Config.Hub), for a caller that makes the hub after the host.
+func (h *Host) UseHub(hb *hub.Hub) {
+	h.mu.Lock()
+	h.hub = hb
+	h.mu.Unlock()
+}
+
+// eventHub returns the hub hub/* calls use, or nil.
+func (h *Host) eventHub() *hub.Hub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hub
 }
 
 // Wire sets the kernel configuration's SessionLoaded and Intents to h.

@@ -39,7 +39,8 @@ type Instance struct {
 	shown      map[string]shown
 	registered map[string]ToolDecl // tools added with ext/register
 	retry      *time.Timer
-	gone       bool // unloaded or host closed: never start again
+	gone       bool   // unloaded or host closed: never start again
+	detach     func() // gives up the hub seat; nil without one
 }
 
 // shown is a surface the extension placed, to draw it stopped or remove it.
@@ -368,8 +369,9 @@ func (in *Instance) unload(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// shutdown stops the process for good.
+// shutdown stops the process for good and gives up its hub seat.
 func (in *Instance) shutdown() {
+	in.unseat()
 	in.mu.Lock()
 	in.gone = true
 	p := in.proc
@@ -591,9 +593,12 @@ func (p *process) heartbeat() {
 		}
 		if !p.in.m.Extension.Resident && time.Since(time.Unix(0, p.lastSeen.Load())) > cfg.Idle {
 			p.in.log.Info("parking extension after a quiet spell")
+			// Detached at once: a call from now on starts a new process
+			// rather than reaching this one while it stops.
 			p.in.mu.Lock()
 			if p.in.proc == p {
 				p.in.state = StateParked
+				p.in.proc = nil
 			}
 			p.in.mu.Unlock()
 			go p.stop()

@@ -33,6 +33,9 @@ func Methods() []string {
 	for m := range concurrentMethods {
 		out = append(out, m)
 	}
+	for m := range hubMethods {
+		out = append(out, m)
+	}
 	return sortedStrings(out)
 }
 
@@ -65,7 +68,7 @@ func (p *process) handle(m *jsonrpc.Message) {
 		default:
 			p.fail(fmt.Sprintf("it flooded the host: more than %d calls waited unanswered; await answers before sending more", cap(p.queue)))
 		}
-	case concurrentMethods[m.Method]:
+	case concurrentMethods[m.Method] || hubMethods[m.Method]:
 		select {
 		case p.sem <- struct{}{}:
 		default:
@@ -172,6 +175,9 @@ type DataParams struct {
 func (p *process) call(m *jsonrpc.Message) (any, *jsonrpc.Error) {
 	in := p.in
 	ctx := context.Background()
+	if hubMethods[m.Method] {
+		return p.callHub(ctx, m)
+	}
 	switch m.Method {
 	case "ui/show":
 		var q ShowParams

@@ -13,6 +13,7 @@ import (
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/ext"
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
@@ -172,6 +173,13 @@ func (e *embedded) extensions() server.Extensions {
 		return nil
 	}
 	return e.ext
+}
+
+// useHub lets the extensions reach the run's event hub (hub/* calls).
+func (e *embedded) useHub(h *hub.Hub) {
+	if e.ext != nil {
+		e.ext.UseHub(h)
+	}
 }
 
 // Close stops the extensions, then the kernel, the MCP servers and the

@@ -161,6 +161,7 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 		return err
 	}
 	defer k.Close(context.Background())
+	k.useHub(h)
 	if cr.err != nil {
 		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
 	}

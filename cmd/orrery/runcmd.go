@@ -92,6 +92,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer k.Close(context.Background())
+	k.useHub(h)
 
 	var sess *kernel.Session
 	if c.session != "" {

@@ -42,6 +42,20 @@ type Extension struct {
 	OnEvent func(ctx context.Context, h *Host, e Event)
 	// OnSessionEvent hears the session events the manifest subscribes to.
 	OnSessionEvent func(ctx context.Context, h *Host, e SessionEvent)
+	// OnHubMessage hears what the run's event hub delivers to the
+	// extension's seat (ext://<name>): posts, sends (ExpectsReply set;
+	// answer with Host.Call "hub/reply") and topic relays.
+	OnHubMessage func(ctx context.Context, h *Host, m HubMessage)
+}
+
+// HubMessage is one hub/message: what the event hub delivered.
+type HubMessage struct {
+	From          string          `json:"from,omitempty"`
+	To            string          `json:"to,omitempty"`
+	Topic         string          `json:"topic,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	CorrelationID string          `json:"correlationId,omitempty"`
+	ExpectsReply  bool            `json:"expectsReply,omitempty"`
 }
 
 // ToolFunc runs one call of a tool with its JSON arguments.
@@ -172,6 +186,12 @@ func (h *Host) handle(ctx context.Context, m *jsonrpc.Message) {
 			return
 		}
 		h.queue(ctx, func() { h.ext.OnSessionEvent(ctx, h, e) })
+	case "hub/message":
+		var hm HubMessage
+		if json.Unmarshal(m.Params, &hm) != nil || h.ext.OnHubMessage == nil {
+			return
+		}
+		h.queue(ctx, func() { h.ext.OnHubMessage(ctx, h, hm) })
 	default:
 		if m.IsRequest() {
 			_ = h.conn.Reply(m.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "this extension does not serve %s", m.Method))

@@ -120,6 +120,12 @@ func main() {
 					_ = h.State().Set(ctx, e.Action, res)
 				})
 				return h.UI().Show(ctx, sdk.Show{ID: "main", Placement: "pane.left", Title: "Rogue", Surface: text("up")})
+			case "hub":
+				go func() {
+					err := h.Call(context.Background(), "hub/subscribe", map[string]string{"topic": "builds"}, nil)
+					_ = h.State().Set(context.Background(), "subscribed", fmt.Sprint(err))
+				}()
+				return nil
 			case "badheader":
 				go func() { time.Sleep(100 * time.Millisecond); raw("Content-Length 12\r\n\r\n{}") }()
 			case "lie":
@@ -151,6 +157,14 @@ func main() {
 				}()
 			}
 			return nil
+		},
+		OnHubMessage: func(ctx context.Context, h *sdk.Host, m sdk.HubMessage) {
+			if m.ExpectsReply {
+				go h.Call(ctx, "hub/reply", map[string]any{"correlationId": m.CorrelationID, "payload": "pong"}, nil)
+				return
+			}
+			// A relay on a topic is posted back to its sender.
+			go h.Call(ctx, "hub/post", map[string]any{"to": m.From, "payload": map[string]any{"got": m.Payload, "topic": m.Topic}}, nil)
 		},
 		Tools: map[string]sdk.ToolFunc{
 			"rogue_echo": func(ctx context.Context, h *sdk.Host, args json.RawMessage) (sdk.ToolResult, error) {
