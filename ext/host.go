@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
-	"github.com/getorrery/orrery/ui"
+	"github.com/getorrery/orrery/protocol"
 )
 
 // Defaults of Config's timings and limits.
@@ -59,8 +60,13 @@ type Config struct {
 	// MaxRestarts, MaxQueued, MaxConcurrent and MaxBody are the limits
 	// above; MaxBody bounds one message (jsonrpc.DefaultMaxBody).
 	MaxRestarts, MaxQueued, MaxConcurrent, MaxBody int
-	// Components draws components; nil draws each as its bound surface.
-	Components Components
+	// Hub is the run's event hub that hub/* calls use, each extension
+	// seated as ext://<name>; nil refuses them until UseHub sets one.
+	Hub *hub.Hub
+	// Workspace is where a runtime "none" extension's actions run when the
+	// session names no cwd of its own (the CLI passes its current
+	// directory); empty means the extension's own directory.
+	Workspace string
 }
 
 func (c *Config) defaults() {
@@ -86,28 +92,114 @@ func (c *Config) defaults() {
 	setInt(&c.MaxRestarts, DefaultMaxRestarts)
 	setInt(&c.MaxQueued, DefaultMaxQueued)
 	setInt(&c.MaxConcurrent, DefaultMaxConcurrent)
-	if c.Components == nil {
-		c.Components = &boundComponents{}
-	}
 }
 
 // Host runs extensions: one Instance of each manifest per session. Create
-// it with New, hand SessionLoaded to kernel.Config.SessionLoaded, and stop
-// it with Close.
+// it with New, pass it to the kernel with Wire (SessionLoaded and Intents),
+// Attach the kernel before opening it, and stop the host with Close before
+// the kernel.
 type Host struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // ends the actions still running when the host closes
+	cancel context.CancelFunc
 
-	mu        sync.Mutex // guards instances and closed
-	instances map[string]map[string]*Instance
-	closed    bool
-	wg        sync.WaitGroup
+	mu         sync.Mutex // guards k, hub, instances, registered, refused and closed
+	k          *kernel.Kernel
+	hub        *hub.Hub
+	instances  map[string]map[string]*Instance
+	registered map[string]bool  // extensions whose components the kernel holds
+	refused    map[string]error // what the kernel refused of each manifest's components
+	closed     bool
+	wg         sync.WaitGroup
 }
+
+var _ kernel.IntentHandler = (*Host)(nil)
 
 // New returns a host with cfg's defaults filled in. It starts nothing.
 func New(cfg Config) *Host {
 	cfg.defaults()
-	return &Host{cfg: cfg, log: cfg.Logger, instances: make(map[string]map[string]*Instance)}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Host{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, hub: cfg.Hub, instances: make(map[string]map[string]*Instance),
+		registered: make(map[string]bool), refused: make(map[string]error)}
+}
+
+// UseHub sets the event hub that extensions' hub/* calls use from now on
+// (Config.Hub), for a caller that makes the hub after the host.
+func (h *Host) UseHub(hb *hub.Hub) {
+	h.mu.Lock()
+	h.hub = hb
+	h.mu.Unlock()
+}
+
+// eventHub returns the hub hub/* calls use, or nil.
+func (h *Host) eventHub() *hub.Hub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hub
+}
+
+// Wire sets the kernel configuration's SessionLoaded and Intents to h.
+func (h *Host) Wire(kc *kernel.Config) {
+	kc.SessionLoaded = h.SessionLoaded
+	kc.Intents = h
+}
+
+// Attach gives h the kernel it serves, and registers every extension's
+// declared components ([[provides.components]]) and actions with it. Call
+// it after kernel.New and before Kernel.Open, which may load sessions. The
+// error names each component the kernel refused (its shows are refused
+// with that problem); the extensions still load.
+func (h *Host) Attach(k *kernel.Kernel) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.k = k
+	var errs []error
+	for _, m := range h.cfg.Extensions {
+		if err := h.registerLocked(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// registerLocked registers m's components with the kernel, once. h.mu is
+// held.
+func (h *Host) registerLocked(m *Manifest) error {
+	name := m.Extension.Name
+	if h.k == nil || h.registered[name] {
+		return h.refused[name]
+	}
+	decl := kernel.ExtensionUI{Runtime: m.Extension.Runtime}
+	for _, c := range m.Provides.Components {
+		decl.Components = append(decl.Components, kernel.DeclaredComponent{Name: c.Name, Structure: json.RawMessage(c.Structure), Schema: json.RawMessage(c.Schema)})
+	}
+	decl.Actions = sortedKeys(m.Provides.Actions)
+	err := h.k.RegisterComponents(m.Owner(), decl)
+	h.registered[name] = true
+	if err != nil {
+		err = fmt.Errorf("extension %s: %w", name, err)
+		h.refused[name] = err
+	} else {
+		delete(h.refused, name)
+	}
+	return err
+}
+
+// unregisterLocked drops name's components from the kernel when no session
+// runs it any more. h.mu is held.
+func (h *Host) unregisterLocked(m *Manifest) {
+	name := m.Extension.Name
+	for _, set := range h.instances {
+		if set[name] != nil {
+			return
+		}
+	}
+	if h.k != nil && h.registered[name] {
+		h.k.UnregisterComponents(m.Owner())
+	}
+	delete(h.registered, name)
+	delete(h.refused, name)
 }
 
 // ErrUnknownExtension means no extension has the name asked for.
@@ -124,14 +216,17 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 		return
 	}
 	set := make(map[string]*Instance, len(h.cfg.Extensions))
+	var refused []error
 	for _, m := range h.cfg.Extensions {
 		set[m.Extension.Name] = newInstance(h, m, s)
+		if err := h.registerLocked(m); err != nil {
+			refused = append(refused, err)
+		}
 	}
 	h.instances[s.ID()] = set
 	h.mu.Unlock()
 	ctx := context.Background()
 	var start []*Instance
-	var refused []error
 	for _, name := range sortedKeys(set) {
 		in := set[name]
 		if err := in.declare(ctx); err != nil {
@@ -139,7 +234,7 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 			refused = append(refused, err)
 			continue
 		}
-		if in.m.StartsWithSession() {
+		if in.m.StartsWithSession() || len(in.m.Provides.Placements) > 0 {
 			start = append(start, in)
 		}
 	}
@@ -155,7 +250,9 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 		}
 		for _, in := range start {
 			in.drawLoading(ctx)
-			go in.ensure(ctx)
+			if in.m.StartsWithSession() {
+				go in.ensure(ctx)
+			}
 		}
 	}()
 }
@@ -171,19 +268,9 @@ func (h *Host) instance(session, name string) (*Instance, error) {
 	return in, nil
 }
 
-// Status describes one extension in one session.
-type Status struct {
-	Name     string `json:"name"`
-	Version  string `json:"version"`
-	Runtime  string `json:"runtime"`
-	Session  string `json:"session"`
-	State    string `json:"state"`
-	Resident bool   `json:"resident,omitempty"`
-	Restarts int    `json:"restarts,omitempty"`
-	PID      int    `json:"pid,omitempty"`
-	// Error is why it stopped, with the fix.
-	Error string `json:"error,omitempty"`
-}
+// Status describes one extension in one session: what ext.list and orrery
+// ext list show.
+type Status = protocol.ExtStatus
 
 // The states an Instance is in.
 const (
@@ -242,24 +329,49 @@ func (h *Host) Unload(ctx context.Context, session, name string) error {
 	}
 	h.mu.Lock()
 	delete(h.instances[session], name)
+	h.unregisterLocked(in.m)
 	h.mu.Unlock()
 	return in.unload(ctx)
 }
 
-// Intent delivers a committed action on a component owner showed in
-// session: a ui/event notification to the extension, started if it is
-// parked or idle; for a runtime "none" extension, the command of its
-// [provides.actions.<action>]. It is the kernel's route for ui.intent.
-func (h *Host) Intent(ctx context.Context, session string, owner ui.Owner, id, action string, value json.RawMessage) error {
-	name, ok := owner.Ext()
-	if !ok {
-		return &kernel.RequestError{Msg: fmt.Sprintf("%s is not an extension: its actions do not go to the extension host", owner)}
-	}
-	in, err := h.instance(session, name)
+// Intent delivers a committed action on a component an extension showed:
+// a ui/event notification {id, action, value} to the extension's process,
+// started again if it is parked, idle or waiting to be restarted. It is
+// kernel.IntentHandler's Intent: an extension that is not loaded in the
+// session, or cannot be started (it failed, was unloaded, or its program
+// does not start), is refused with an error wrapping
+// kernel.ErrOwnerNotRunning.
+func (h *Host) Intent(ctx context.Context, it kernel.Intent) error {
+	in, err := h.owner(it)
 	if err != nil {
-		return &kernel.RequestError{Msg: fmt.Sprintf("extension %s is not loaded in this session: the action cannot reach it; add it with orrery ext add", name)}
+		return err
 	}
-	return in.intent(ctx, id, action, value)
+	return in.intent(ctx, it.ID, it.Action, it.Value)
+}
+
+// RunAction runs [provides.actions.<it.Action>] of a runtime "none"
+// extension: its command, in the extension's directory, with the value on
+// stdin and in ORRERY_VALUE. It is kernel.IntentHandler's RunAction. A
+// command that fails is reported as a warning notice in the session.
+func (h *Host) RunAction(ctx context.Context, it kernel.Intent) error {
+	in, err := h.owner(it)
+	if err != nil {
+		return err
+	}
+	return in.runAction(ctx, it.ID, it.Action, it.Value)
+}
+
+// owner returns the instance an intent goes to.
+func (h *Host) owner(it kernel.Intent) (*Instance, error) {
+	name, ok := it.Owner.Ext()
+	if !ok {
+		return nil, &kernel.RequestError{Msg: fmt.Sprintf("%s is not an extension: its actions do not go to the extension host", it.Owner)}
+	}
+	in, err := h.instance(it.Session, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: extension %s is not loaded in session %s", kernel.ErrOwnerNotRunning, name, it.Session)
+	}
+	return in, nil
 }
 
 // Close stops every extension process and waits for them to exit, at most
@@ -274,7 +386,16 @@ func (h *Host) Close(ctx context.Context) error {
 		}
 	}
 	h.instances = map[string]map[string]*Instance{}
+	if h.k != nil {
+		for _, m := range h.cfg.Extensions {
+			if h.registered[m.Extension.Name] {
+				h.k.UnregisterComponents(m.Owner())
+			}
+		}
+	}
+	h.registered = map[string]bool{}
 	h.mu.Unlock()
+	h.cancel()
 	var wg sync.WaitGroup
 	for _, in := range all {
 		wg.Go(func() { in.shutdown() })

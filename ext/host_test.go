@@ -3,6 +3,7 @@ package ext_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/ext"
 	"github.com/getorrery/orrery/kernel"
@@ -120,11 +122,15 @@ func newWorld(t *testing.T, model string, hc ext.Config, kc func(*kernel.Config)
 		hc.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := ext.New(hc)
-	cfg := kernel.Config{Store: st, Models: models.Resolve, DefaultModel: model, Tools: tool.Builtins(), DebugActor: true, SessionLoaded: h.SessionLoaded}
+	cfg := kernel.Config{Store: st, Models: models.Resolve, DefaultModel: model, Tools: tool.Builtins(), DebugActor: true}
+	h.Wire(&cfg)
 	if kc != nil {
 		kc(&cfg)
 	}
 	k := kernel.New(cfg)
+	if err := h.Attach(k); err != nil {
+		t.Fatalf("Attach() = %v", err)
+	}
 	if err := k.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +154,7 @@ func newWorld(t *testing.T, model string, hc ext.Config, kc func(*kernel.Config)
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Close)
-	wt := &watcher{t: t, sub: sub}
+	wt := &watcher{t: t, sub: sub, state: client.NewState()}
 	// Frames logged before the subscription attached come as its backlog.
 	if err := sub.Backlog(context.Background(), func(f kernel.Frame) error {
 		ev, err := protocol.DecodeEvent(f.Data)
@@ -160,12 +166,35 @@ func newWorld(t *testing.T, model string, hc ext.Config, kc func(*kernel.Config)
 	return &world{k: k, h: h, s: s, w: wt}
 }
 
-// watcher reads a session's frames in order.
+// watcher reads a session's frames in order, and keeps the shared state
+// they make as a client would.
 type watcher struct {
-	t   *testing.T
-	sub *kernel.Subscription
-	buf []protocol.Event
-	all []protocol.Event
+	t     *testing.T
+	sub   *kernel.Subscription
+	buf   []protocol.Event
+	all   []protocol.Event
+	state *client.State
+}
+
+// data returns the data of owner's component id in the shared state, as
+// far as the watcher read, or nil.
+func (w *watcher) data(owner, id string) map[string]any {
+	var doc struct {
+		Data map[string]map[string]map[string]any `json:"data"`
+	}
+	_ = json.Unmarshal(w.state.Shared(), &doc)
+	return doc.Data[owner][id]
+}
+
+// untilData reads until the data of owner's component id satisfies ok.
+func (w *watcher) untilData(owner, id string, ok func(map[string]any) bool) map[string]any {
+	w.t.Helper()
+	for {
+		if d := w.data(owner, id); d != nil && ok(d) {
+			return d
+		}
+		w.next()
+	}
 }
 
 func (w *watcher) next() protocol.Event {
@@ -190,6 +219,9 @@ func (w *watcher) next() protocol.Event {
 	ev := w.buf[0]
 	w.buf = w.buf[1:]
 	w.all = append(w.all, ev)
+	if err := w.state.ApplyEvent(ev); err != nil {
+		w.t.Fatalf("apply %s: %v", ev.EventType(), err)
+	}
 	return ev
 }
 
@@ -349,19 +381,42 @@ func TestPythonExample(t *testing.T) {
 func TestButtonPressReachesExtension(t *testing.T) {
 	w := newWorld(t, "offline", ext.Config{Extensions: []*ext.Manifest{example(t, "button")}}, nil)
 	w.w.until(placed("counter", "pressed 0 times"))
-	owner, _ := ui.ExtOwner("button")
+	// The declared component sits in the kernel's state: its structure
+	// under /ui/components and its data under /data.
+	if !strings.Contains(string(w.w.state.Shared()), `"ext:button:counter"`) {
+		t.Errorf("state has no /ui/components/ext:button:counter: %s", w.w.state.Shared())
+	}
 	for i := 1; i <= 2; i++ {
-		if err := w.h.Intent(context.Background(), w.s.ID(), owner, "counter", "press", nil); err != nil {
+		// The person's press goes through the kernel, which checks the
+		// action against the structure and hands it to the host.
+		if err := w.s.Intent(context.Background(), "placed:ext:button:counter", "press", nil); err != nil {
 			t.Fatalf("Intent() = %v", err)
 		}
-		w.w.until(placed("counter", fmt.Sprintf("pressed %d times", i)))
-		if v := stateValue(t, w.w.until(stateKey("ext:button/presses"))); v != float64(i) {
-			t.Errorf("state presses = %v, want %d", v, i)
+		w.w.untilData("ext:button", "counter", func(d map[string]any) bool { return d["presses"] == float64(i) })
+		// The state key is set after the data; the data's delta may be
+		// paced past it.
+		var last any
+		for _, ev := range w.w.all {
+			if stateKey("ext:button/presses")(ev) {
+				last = stateValue(t, ev)
+			}
+		}
+		if last != float64(i) {
+			last = stateValue(t, w.w.until(stateKey("ext:button/presses")))
+		}
+		if last != float64(i) {
+			t.Errorf("state presses = %v, want %d", last, i)
 		}
 	}
-	other, _ := ui.ExtOwner("nobody")
-	if err := w.h.Intent(context.Background(), w.s.ID(), other, "counter", "press", nil); err == nil || !strings.Contains(err.Error(), "not loaded") {
-		t.Errorf("Intent() for an unknown extension = %v, want a refusal naming the fix", err)
+	if err := w.s.Intent(context.Background(), "placed:ext:button:counter", "explode", nil); err == nil {
+		t.Error("Intent() of an action the structure does not declare = nil, want a refusal")
+	}
+	// Another session's instance is not this one; an unknown extension is
+	// not running.
+	owner, _ := ui.ExtOwner("nobody")
+	err := w.h.Intent(context.Background(), kernel.Intent{Session: w.s.ID(), Owner: owner, ID: "counter", Action: "press"})
+	if !errors.Is(err, kernel.ErrOwnerNotRunning) {
+		t.Errorf("Intent() for an extension not loaded = %v, want ErrOwnerNotRunning", err)
 	}
 }
 
@@ -370,18 +425,10 @@ func TestOrderUnderLoad(t *testing.T) {
 	if v := stateValue(t, w.w.until(stateKey("ext:rogue/failed"))); v != float64(0) {
 		t.Fatalf("%v calls failed, want none: ui/data never overtakes its ui/show", v)
 	}
-	last := map[string]string{}
-	for _, ev := range w.w.all {
-		if c, ok := ev.(*protocol.Custom); ok && c.Name == kernel.PlacedEvent {
-			var p kernel.Placed
-			_ = json.Unmarshal(c.Value, &p)
-			last[p.ID] = p.Text
-		}
-	}
+	// Each ui/data came after its ui/show, so every component ends with
+	// its own n (updates are paced, so the last may come a moment later).
 	for i := range 100 {
-		if id := fmt.Sprintf("o%d", i); last[id] != fmt.Sprintf("n=%d", i) {
-			t.Errorf("%s shows %q, want n=%d", id, last[id], i)
-		}
+		w.w.untilData("ext:rogue", fmt.Sprintf("o%d", i), func(d map[string]any) bool { return d["n"] == float64(i) })
 	}
 }
 

@@ -2,6 +2,7 @@ package ext
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,7 +39,8 @@ type Instance struct {
 	shown      map[string]shown
 	registered map[string]ToolDecl // tools added with ext/register
 	retry      *time.Timer
-	gone       bool // unloaded or host closed: never start again
+	gone       bool   // unloaded or host closed: never start again
+	detach     func() // gives up the hub seat; nil without one
 }
 
 // shown is a surface the extension placed, to draw it stopped or remove it.
@@ -71,26 +73,28 @@ func (in *Instance) Status() Status {
 	return st
 }
 
-// declare adds the manifest's tools and components to the session.
+// declare adds the manifest's tools to the session (its components are
+// the kernel's, registered by the host).
 func (in *Instance) declare(ctx context.Context) error {
-	if err := in.h.cfg.Components.Declare(in.owner, in.m.Provides.Components); err != nil {
-		return fmt.Errorf("extension %s: %w", in.m.Extension.Name, err)
-	}
 	if err := in.s.SetExtTools(in.owner, in.declaredTools()); err != nil {
 		return fmt.Errorf("extension %s: %w", in.m.Extension.Name, err)
 	}
 	return nil
 }
 
-// drawLoading draws the declared placements in their loading state.
+// drawLoading draws the declared placements in their loading state, or as
+// their declared component with its first data.
 func (in *Instance) drawLoading(ctx context.Context) {
 	for _, p := range in.m.Provides.Placements {
 		title := p.Title
 		if title == "" {
 			title = p.ID
 		}
-		surface := textSurface(title + ": loading…")
-		if err := in.show(ctx, kernel.ShowInput{ID: p.ID, Placement: p.Placement, Title: p.Title, Surface: surface}); err != nil {
+		si := kernel.ShowInput{ID: p.ID, Placement: p.Placement, Title: p.Title, Surface: textSurface(title + ": loading…")}
+		if p.Component != "" {
+			si.Surface, si.Component, si.Data = nil, p.Component, json.RawMessage(p.Data)
+		}
+		if err := in.show(ctx, si); err != nil {
 			in.log.Warn("draw declared placement", "id", p.ID, "err", err)
 		}
 	}
@@ -352,22 +356,22 @@ func (in *Instance) restart(ctx context.Context) error {
 }
 
 // unload stops the process and removes the extension's surfaces, tools
-// and components from the session.
+// and component data from the session.
 func (in *Instance) unload(ctx context.Context) error {
 	in.shutdown()
 	var errs []error
 	if err := in.s.SetExtTools(in.owner, nil); err != nil {
 		errs = append(errs, err)
 	}
-	in.h.cfg.Components.Forget(in.s, in.owner)
 	if err := in.s.RemoveOwner(ctx, in.owner); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// shutdown stops the process for good.
+// shutdown stops the process for good and gives up its hub seat.
 func (in *Instance) shutdown() {
+	in.unseat()
 	in.mu.Lock()
 	in.gone = true
 	p := in.proc
@@ -381,14 +385,18 @@ func (in *Instance) shutdown() {
 	}
 }
 
-// intent delivers a committed action.
+// intent delivers a committed action to the process, starting it when it
+// is not running; one that cannot be started is kernel.ErrOwnerNotRunning.
 func (in *Instance) intent(ctx context.Context, id, action string, value json.RawMessage) error {
 	if in.m.Extension.Runtime == RuntimeNone {
-		return in.runAction(ctx, id, action, value)
+		return fmt.Errorf("%w: extension %s has runtime \"none\" and declares no action %q", kernel.ErrOwnerNotRunning, in.m.Extension.Name, action)
 	}
 	p, err := in.ensure(ctx)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", kernel.ErrOwnerNotRunning, err)
 	}
 	if len(value) == 0 {
 		value = json.RawMessage("null")
@@ -397,25 +405,59 @@ func (in *Instance) intent(ctx context.Context, id, action string, value json.Ra
 	return p.conn.Notify("ui/event", map[string]any{"id": id, "action": action, "value": value})
 }
 
-// runAction runs a runtime "none" extension's declared action.
+// runAction starts a runtime "none" extension's declared action and
+// returns once it started; its end is announced with a notice (a warning
+// naming the exit status when it failed). It runs in the session's
+// workspace (its cwd, else Config.Workspace, else the extension's dir),
+// with the value on stdin and in ORRERY_VALUE, and is stopped when the host
+// closes.
 func (in *Instance) runAction(ctx context.Context, id, action string, value json.RawMessage) error {
+	name := in.m.Extension.Name
 	a, ok := in.m.Provides.Actions[action]
-	if !ok {
-		return &kernel.RequestError{Msg: fmt.Sprintf("extension %s declares no action %q: declare it as [provides.actions.%s] in its orrery.toml", in.m.Extension.Name, action, action)}
+	if !ok || len(a.Command) == 0 {
+		return &kernel.RequestError{Msg: fmt.Sprintf("extension %s declares no action %q: declare it as [provides.actions.%s] with a command in its orrery.toml", name, action, action)}
 	}
 	argv := append([]string(nil), a.Command...)
-	if strings.HasPrefix(argv[0], "./") {
+	if strings.HasPrefix(argv[0], "./") || strings.HasPrefix(argv[0], "../") {
 		argv[0] = filepath.Join(in.m.Dir, argv[0])
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = in.m.Dir
-	cmd.Env = environ(map[string]string{"ORRERY_EXT": in.m.Extension.Name, "ORRERY_SESSION": in.s.ID(), "ORRERY_ID": id, "ORRERY_ACTION": action, "ORRERY_VALUE": string(value)})
-	cmd.Stdin = strings.NewReader(string(value))
-	out, err := cmd.CombinedOutput()
-	in.log.Info("action ran", "action", action, "output", strings.TrimSpace(string(out)), "err", err)
-	if err != nil {
-		in.notice(ctx, "warning", fmt.Sprintf("action %s of extension %s failed: %v; see orrery ext logs %s", action, in.m.Extension.Name, err, in.m.Extension.Name))
+	dir := in.h.cfg.Workspace
+	if info, err := in.s.Info(ctx); err == nil && info.Cwd != "" {
+		dir = info.Cwd
 	}
+	if dir == "" {
+		dir = in.m.Dir
+	}
+	if len(value) == 0 {
+		value = json.RawMessage("null")
+	}
+	cmd := exec.CommandContext(in.h.ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = environ(map[string]string{"ORRERY_EXT": name, "ORRERY_EXT_API": API, "ORRERY_SESSION": in.s.ID(), "ORRERY_ID": id, "ORRERY_ACTION": action, "ORRERY_VALUE": string(value)})
+	cmd.Stdin = bytes.NewReader(value)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return &kernel.RequestError{Msg: fmt.Sprintf("action %s of extension %s did not start: %v; fix [provides.actions.%s] command in %s", action, name, err, action, filepath.Join(in.m.Dir, ManifestFile))}
+	}
+	in.log.Info("action started", "action", action, "pid", cmd.Process.Pid)
+	in.h.wg.Add(1)
+	go func() {
+		defer in.h.wg.Done()
+		err := cmd.Wait()
+		text := strings.TrimSpace(out.String())
+		in.log.Info("action ended", "action", action, "output", text, "err", err)
+		if f := in.h.logFile(name); f != nil {
+			fmt.Fprintf(f, "%s %s action %s: %v\n%s\n", time.Now().UTC().Format(time.RFC3339), in.s.ID(), action, err, text)
+			f.Close()
+		}
+		ctx := context.Background()
+		if err != nil {
+			in.notice(ctx, "warning", fmt.Sprintf("action %s of extension %s failed (%v): see orrery ext logs %s", action, name, err, name))
+			return
+		}
+		in.notice(ctx, "info", fmt.Sprintf("action %s of extension %s finished", action, name))
+	}()
 	return nil
 }
 
@@ -551,9 +593,12 @@ func (p *process) heartbeat() {
 		}
 		if !p.in.m.Extension.Resident && time.Since(time.Unix(0, p.lastSeen.Load())) > cfg.Idle {
 			p.in.log.Info("parking extension after a quiet spell")
+			// Detached at once: a call from now on starts a new process
+			// rather than reaching this one while it stops.
 			p.in.mu.Lock()
 			if p.in.proc == p {
 				p.in.state = StateParked
+				p.in.proc = nil
 			}
 			p.in.mu.Unlock()
 			go p.stop()

@@ -1,6 +1,7 @@
 package ext
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,11 +102,16 @@ type Provides struct {
 }
 
 // PlacementDecl is one [[provides.placements]]: a surface drawn at once, in
-// its loading state, that the extension fills after ext/load.
+// its loading state, that the extension fills after ext/load. With
+// Component it is drawn at once as that declared component with Data (the
+// schema's defaults fill what Data lacks): the only way a runtime "none"
+// extension's component is shown.
 type PlacementDecl struct {
-	ID        string `toml:"id"`
-	Placement string `toml:"placement"`
-	Title     string `toml:"title"`
+	ID        string  `toml:"id" json:"id"`
+	Placement string  `toml:"placement" json:"placement"`
+	Title     string  `toml:"title" json:"title"`
+	Component string  `toml:"component" json:"component,omitempty"`
+	Data      JSONDoc `toml:"data" json:"data,omitempty"`
 }
 
 // ComponentDecl is one [[provides.components]]: a named structure and the
@@ -129,12 +135,12 @@ type ActionDecl struct {
 // ToolDecl is one [[provides.tools]]: a tool the model may call, which
 // reaches the extension as tools/call after the consent gate.
 type ToolDecl struct {
-	Name        string  `toml:"name"`
-	Description string  `toml:"description"`
-	Parameters  JSONDoc `toml:"parameters"`
+	Name        string  `toml:"name" json:"name"`
+	Description string  `toml:"description" json:"description"`
+	Parameters  JSONDoc `toml:"parameters" json:"parameters,omitempty"`
 	// ReadOnly tools are allowed by the consent gate by default; others are
 	// asked about.
-	ReadOnly bool `toml:"read_only"`
+	ReadOnly bool `toml:"read_only" json:"read_only,omitempty"`
 }
 
 // JSONDoc is a JSON document written in TOML as a table or as a string of
@@ -155,6 +161,25 @@ func (d *JSONDoc) UnmarshalTOML(v any) error {
 		return fmt.Errorf("it cannot be read as JSON: %w", err)
 	}
 	*d = JSONDoc(b)
+	return nil
+}
+
+// MarshalJSON writes the document itself (null when empty).
+func (d JSONDoc) MarshalJSON() ([]byte, error) {
+	if len(d) == 0 {
+		return []byte("null"), nil
+	}
+	return []byte(d), nil
+}
+
+// UnmarshalJSON keeps the document as it is written (ext/register's
+// parameters).
+func (d *JSONDoc) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = nil
+		return nil
+	}
+	*d = JSONDoc(bytes.Clone(b))
 	return nil
 }
 
@@ -220,10 +245,11 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	for _, key := range md.Undecoded() {
 		k := key.String()
 		if strings.HasPrefix(k, "extension.renderers") || strings.HasPrefix(k, "provides.components") && (strings.Contains(k, ".structure") || strings.Contains(k, ".schema")) ||
-			strings.HasPrefix(k, "provides.tools") && strings.Contains(k, ".parameters") {
+			strings.HasPrefix(k, "provides.tools") && strings.Contains(k, ".parameters") ||
+			strings.HasPrefix(k, "provides.placements") && strings.Contains(k, ".data") {
 			continue
 		}
-		return nil, &ManifestError{Field: k, Msg: "this key is unknown; remove it (the keys are [extension] api, name, version, runtime, command, resident; [[provides.placements]], [[provides.components]], [provides.actions.<name>], [[provides.tools]]; [subscribe] events)"}
+		return nil, &ManifestError{Field: k, Msg: "this key is unknown; remove it (the keys are [extension] api, name, version, runtime, command, resident; [[provides.placements]] id, placement, title, component, data; [[provides.components]], [provides.actions.<name>], [[provides.tools]]; [subscribe] events)"}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -277,6 +303,22 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	names := map[string]bool{}
+	for _, c := range m.Provides.Components {
+		names[c.Name] = false
+	}
+	for i, p := range m.Provides.Placements {
+		field := fmt.Sprintf("provides.placements[%d]", i)
+		if _, ok := names[p.Component]; p.Component != "" && !ok {
+			return bad(field+".component", "%q is not declared; declare it under [[provides.components]] or remove component", p.Component)
+		}
+		if len(p.Data) > 0 && p.Component == "" {
+			return bad(field+".data", "data goes with a component; set component to one declared under [[provides.components]], or remove data")
+		}
+		if len(p.Data) > 0 && p.Data[0] != '{' {
+			return bad(field+".data", "must be a table (a JSON object), such as data = {failed = 0}")
+		}
+	}
+	clear(names)
 	for i, c := range m.Provides.Components {
 		field := fmt.Sprintf("provides.components[%d]", i)
 		if !namePattern.MatchString(c.Name) {

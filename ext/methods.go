@@ -33,6 +33,9 @@ func Methods() []string {
 	for m := range concurrentMethods {
 		out = append(out, m)
 	}
+	for m := range hubMethods {
+		out = append(out, m)
+	}
 	return sortedStrings(out)
 }
 
@@ -65,7 +68,7 @@ func (p *process) handle(m *jsonrpc.Message) {
 		default:
 			p.fail(fmt.Sprintf("it flooded the host: more than %d calls waited unanswered; await answers before sending more", cap(p.queue)))
 		}
-	case concurrentMethods[m.Method]:
+	case concurrentMethods[m.Method] || hubMethods[m.Method]:
 		select {
 		case p.sem <- struct{}{}:
 		default:
@@ -172,37 +175,19 @@ type DataParams struct {
 func (p *process) call(m *jsonrpc.Message) (any, *jsonrpc.Error) {
 	in := p.in
 	ctx := context.Background()
+	if hubMethods[m.Method] {
+		return p.callHub(ctx, m)
+	}
 	switch m.Method {
 	case "ui/show":
 		var q ShowParams
 		if err := decodeParams(m, &q); err != nil {
 			return nil, err
 		}
-		n := 0
-		for _, set := range []bool{len(q.Surface) > 0, q.Component != "", len(q.Structure) > 0} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "ui/show takes exactly one of surface, component or structure")
-		}
-		if len(q.Surface) > 0 {
-			if len(q.Data) > 0 {
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "ui/show: data goes with a component or a structure, not with a surface; remove data")
-			}
-			if err := in.show(ctx, kernel.ShowInput{ID: q.ID, Placement: q.Placement, Title: q.Title, Surface: q.Surface, Fallback: q.Fallback}); err != nil {
-				return nil, refusal(err)
-			}
-			in.h.cfg.Components.Hidden(in.s, in.owner, q.ID)
-			return nil, nil
-		}
-		if err := in.h.cfg.Components.Show(ctx, in.s, in.owner, q); err != nil {
+		if err := in.show(ctx, kernel.ShowInput{ID: q.ID, Placement: q.Placement, Title: q.Title, Surface: q.Surface,
+			Component: q.Component, Structure: q.Structure, Data: q.Data, Fallback: q.Fallback}); err != nil {
 			return nil, refusal(err)
 		}
-		in.mu.Lock()
-		in.shown[q.ID] = shown{placement: q.Placement, title: q.Title}
-		in.mu.Unlock()
 		return nil, nil
 	case "ui/hide":
 		var q struct {
@@ -214,7 +199,6 @@ func (p *process) call(m *jsonrpc.Message) (any, *jsonrpc.Error) {
 		if err := in.s.Hide(ctx, in.owner, q.ID); err != nil {
 			return nil, refusal(err)
 		}
-		in.h.cfg.Components.Hidden(in.s, in.owner, q.ID)
 		in.mu.Lock()
 		delete(in.shown, q.ID)
 		in.mu.Unlock()
@@ -224,10 +208,7 @@ func (p *process) call(m *jsonrpc.Message) (any, *jsonrpc.Error) {
 		if err := decodeParams(m, &q); err != nil {
 			return nil, err
 		}
-		if (len(q.Set) > 0) == (len(q.Patch) > 0) {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "ui/data takes exactly one of set (the whole object) or patch (RFC 6902 operations)")
-		}
-		if err := in.h.cfg.Components.Data(ctx, in.s, in.owner, q); err != nil {
+		if err := in.s.Data(ctx, in.owner, q.ID, kernel.DataUpdate{Set: q.Set, Patch: q.Patch}); err != nil {
 			return nil, refusal(err)
 		}
 		return nil, nil

@@ -353,6 +353,8 @@ export interface SubagentError {
 
 export type Request =
   | ConsentAnswer
+  | ExtList
+  | ExtRestart
   | Hello
   | HubPost
   | HubPublish
@@ -368,6 +370,7 @@ export type Request =
   | SessionList
   | SessionNew
   | SessionRead
+  | StateWatch
   | UIHide
   | UIIntent
   | UIMove
@@ -380,6 +383,19 @@ export interface ConsentAnswer {
   session: string;
   request: string;
   option: string;
+}
+
+export interface ExtList {
+  t: "ext.list";
+  id: string;
+  session?: string;
+}
+
+export interface ExtRestart {
+  t: "ext.restart";
+  id: string;
+  session: string;
+  name: string;
 }
 
 export interface Hello {
@@ -495,6 +511,13 @@ export interface SessionRead {
   limit?: number;
 }
 
+export interface StateWatch {
+  t: "state.watch";
+  id: string;
+  session: string;
+  keys: string[];
+}
+
 export interface UIHide {
   t: "ui.hide";
   id: string;
@@ -553,6 +576,22 @@ export type Empty = Record<string, never>;
 
 export interface ErrorBody {
   error: string;
+}
+
+export interface ExtListReply {
+  extensions: ExtStatus[];
+}
+
+export interface ExtStatus {
+  name: string;
+  version: string;
+  runtime: string;
+  session: string;
+  state: string;
+  resident?: boolean;
+  restarts?: number;
+  pid?: number;
+  error?: string;
 }
 
 export interface FunctionCall {
@@ -716,6 +755,10 @@ export interface Source {
   value: string;
   mimeType?: string;
   provider?: string;
+}
+
+export interface StateWatchReply {
+  values: Record<string, unknown>;
 }
 
 export interface TokenUsage {

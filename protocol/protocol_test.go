@@ -519,6 +519,10 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.InputAnswer{Envelope: env("input.answer"), Session: "s", Request: "input_1", Value: "blue"}},
 		{`{"t":"workspace.files","id":"q1","session":"s","prefix":"src/ma","limit":20}`,
 			&protocol.WorkspaceFiles{Envelope: env("workspace.files"), Session: "s", Prefix: "src/ma", Limit: 20}},
+		{`{"t":"ext.list","id":"q1","session":"s"}`, &protocol.ExtList{Envelope: env("ext.list"), Session: "s"}},
+		{`{"t":"ext.restart","id":"q1","session":"s","name":"ci"}`, &protocol.ExtRestart{Envelope: env("ext.restart"), Session: "s", Name: "ci"}},
+		{`{"t":"state.watch","id":"q1","session":"s","keys":["ext:ci/failed","ext:ci/*"]}`,
+			&protocol.StateWatch{Envelope: env("state.watch"), Session: "s", Keys: []string{"ext:ci/failed", "ext:ci/*"}}},
 	}
 	var kinds []string
 	for _, tt := range tests {
@@ -556,7 +560,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, hub.post, hub.publish, hub.reply, hub.send, hub.subscribe, hub.unsubscribe, input.answer, run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, ext.list, ext.restart, hello"},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},

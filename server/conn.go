@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,8 +76,9 @@ type conn struct {
 
 	out outbox
 
-	mu       sync.Mutex // guards attached
+	mu       sync.Mutex // guards attached and watching
 	attached map[string]*attachment
+	watching map[string]*watchSet // state.watch, by session
 	pumps    sync.WaitGroup
 }
 
@@ -99,7 +101,7 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 	c := &conn{
 		s: s, t: t, log: s.log.With("transport", t.kind()), trusted: trusted,
 		ctx: ctx, cancel: cancel, authed: trusted || authed,
-		attached: make(map[string]*attachment),
+		attached: make(map[string]*attachment), watching: make(map[string]*watchSet),
 	}
 	c.out.init()
 	stop := context.AfterFunc(ctx, func() { t.interrupt(context.Cause(ctx)) })
@@ -185,6 +187,9 @@ func (c *conn) handle(msg []byte) error {
 		if err := c.attach(q); !errors.Is(err, errAnswered) {
 			c.reply(id, nil, err)
 		}
+	case *protocol.StateWatch:
+		value, err := c.watch(q)
+		c.reply(id, value, err)
 	case *protocol.SessionDetach:
 		if q.Session == "" {
 			c.reply(id, nil, &kernel.RequestError{Msg: "session is missing: name the session to detach"})
@@ -308,6 +313,37 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	return errAnswered
 }
 
+// watchSet returns the state keys the connection watches in session.
+func (c *conn) watchSet(session string) *watchSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.watching[session]
+	if w == nil {
+		w = &watchSet{}
+		c.watching[session] = w
+	}
+	return w
+}
+
+// watch serves state.watch: from now on the connection receives
+// orrery.state.changed of session for those keys only, and the reply holds
+// their current values.
+func (c *conn) watch(q *protocol.StateWatch) (any, error) {
+	sess, err := c.s.sessionFor(c.ctx, q.Session)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWatch(q.Keys); err != nil {
+		return nil, err
+	}
+	values, err := watchValues(c.ctx, sess, q.Keys)
+	if err != nil {
+		return nil, err
+	}
+	c.watchSet(q.Session).set(slices.Clone(q.Keys))
+	return protocol.StateWatchReply{Values: values}, nil
+}
+
 // errAnswered tells handle the request was already answered.
 var errAnswered = errors.New("answered")
 
@@ -359,7 +395,11 @@ func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 		batch = batch[:0]
 		return err
 	}
+	watch := c.watchSet(session)
 	err := a.sub.Backlog(ctx, func(f kernel.Frame) error {
+		if !watch.keep(f) {
+			return nil
+		}
 		batch = append(batch, append([]byte(nil), f.Data...))
 		if len(batch) >= 256 {
 			return flush()
@@ -379,7 +419,9 @@ func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 		}
 		frames = a.sub.Take(frames[:0])
 		for _, f := range frames {
-			batch = append(batch, f.Data)
+			if watch.keep(f) {
+				batch = append(batch, f.Data)
+			}
 		}
 		if err = flush(); err != nil {
 			break

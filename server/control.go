@@ -59,6 +59,9 @@ func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, er
 // Do carries out one request from caller and returns its reply value. Its
 // errors are the kernel's, which every transport maps to its own refusal.
 func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Request) (any, error) {
+	if v, ok, err := s.doExt(ctx, req); ok {
+		return v, err
+	}
 	switch q := req.(type) {
 	case *protocol.SessionNew:
 		model := q.Model

@@ -19,6 +19,8 @@ import (
 // snapshot=1 with since starts the replay with the state as it stood at
 // since. stream_mode picks the dialect (package dialect); a2ui=1 adds the
 // A2UI face of placed surfaces.
+// watch=KEY,KEY passes orrery.state.changed of those shared state keys
+// ("<owner>/<key>" or "<owner>/*"); without it none is passed.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("session")
@@ -38,6 +40,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	var watch []string
+	if v := q.Get("watch"); v != "" {
+		watch = strings.Split(v, ",")
+		if err := checkWatch(watch); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	var since *uint64
 	for _, v := range []struct{ name, value string }{
@@ -74,6 +84,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.wg.Done()
 	sw := newSSEWriter(w)
+	sw.watch.set(watch)
 	if _, err := s.stream(r.Context(), sw, sub, nil); err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Info("event stream ended", "session", id, "err", err)
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	// Hub is the kernel's event hub, which hub.* requests reach and whose
 	// client seats WebSocket and pipe connections hold; nil refuses them.
 	Hub *hub.Hub
+	// Extensions serves ext.list and ext.restart; nil means no extension
+	// runs (ext.list answers none).
+	Extensions Extensions
 }
 
 // DefaultPingInterval is how often a WebSocket is pinged.

@@ -37,8 +37,10 @@ const (
 	// slowFill frames, one every slowFillTick, then overflow what the
 	// stalled clients' connections buffer (the kernel queue, the server's
 	// 4096-message outbox of a WebSocket or pipe, the socket buffers), yet
-	// little enough per commit that the healthy clients keep up.
-	slowFill     = 4000
+	// little enough per commit that the healthy clients keep up. It goes on
+	// for seconds after the connections' buffers are full, so a stalled
+	// client is over its queue bound for longer than kernel.SlowAfter.
+	slowFill     = 8000
 	slowFillTick = 500 * time.Microsecond
 	slowTimeout  = 60 * time.Second
 	slowMaxGrace = 9 * time.Second // under the server's 10 s write timeout

@@ -20,8 +20,9 @@ import (
 type sseWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
-	buf   *[]byte // the batch being assembled, from bufPool; nil when idle
-	wrote bool    // something was written since the last keepalive check
+	buf   *[]byte  // the batch being assembled, from bufPool; nil when idle
+	wrote bool     // something was written since the last keepalive check
+	watch watchSet // the state keys passed (GET /events?watch=); none by default
 }
 
 // maxBatchBytes is the size at which a batch is written before it ends.
@@ -53,6 +54,9 @@ func AppendSSE(dst []byte, f kernel.Frame) []byte {
 }
 
 func (w *sseWriter) frame(f kernel.Frame) error {
+	if !w.watch.keep(f) {
+		return nil
+	}
 	if w.buf == nil {
 		w.buf = bufPool.Get().(*[]byte)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/getorrery/orrery/agent"
@@ -15,9 +16,11 @@ import (
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/ext"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
@@ -70,26 +73,30 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// embedded is a kernel on the data dir's store, with its event hub.
+// embedded is a kernel on the data dir's store, with its event hub, and its
+// MCP servers and extension host when it has them.
 type embedded struct {
 	store  *sqlite.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
 	agents *acpAgents
 	hub    *hub.Hub
+	ext    *ext.Host // nil without extensions
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
 // closing any run a dead process left in flight. Tools work in the current
 // directory unless a session names its own cwd. opts adjust the kernel's
-// config last (orrery run's --yes). With withMCP it starts the configured
-// MCP servers, whose tools the model finds with tools.search; a server that
-// fails to start is reported and left out.
+// config last (orrery run's --yes). With withProcs it starts the configured
+// MCP servers, whose tools the model finds with tools.search (a server that
+// fails to start is reported and left out), and the extensions found in the
+// project's .orrery/extensions and the user's (a refused manifest is
+// reported and left out).
 //
 // Every kernel has one event hub. Its agents get the task tool, and find
 // the hub tools and ask with tools.search; each session's own agent is
 // agent://{session}/main on the hub (hubtool.SessionSelf).
-func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withMCP bool, opts ...func(*kernel.Config)) (*embedded, error) {
+func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withProcs bool, opts ...func(*kernel.Config)) (*embedded, error) {
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
 	agents := newACPAgents(cfg, log, resolver.Resolve)
 	if _, err := agents.resolve(cfg.Agent.Model); err != nil {
@@ -127,8 +134,15 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Self:    hubtool.SessionSelf,
 	})
 	kc.Searchable = withTools(kc.Searchable, append(hubtool.NewFor(h, hubtool.SessionSelf), ask.Tool{})...)
+	var host *ext.Host
+	if withProcs {
+		host = openExtensions(e, cfg, log, cwd)
+		if host != nil {
+			host.Wire(&kc)
+		}
+	}
 	var servers *mcp.Set
-	if withMCP && len(cfg.MCP.Servers) > 0 {
+	if withProcs && len(cfg.MCP.Servers) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, cfg.MCP.ConnectTimeout.Duration)
 		servers, err = mcp.ConnectAll(cctx, cfg.MCP.Servers, log)
 		cancel()
@@ -142,16 +156,74 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	}
 	k := kernel.New(kc)
 	agents.setKernel(k)
+	if host != nil {
+		if err := host.Attach(k); err != nil {
+			fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		}
+	}
 	if err := k.Open(ctx); err != nil {
+		if host != nil {
+			_ = host.Close(ctx)
+		}
 		servers.Close()
 		st.Close()
 		return nil, err
 	}
-	return &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h}, nil
+	emb := &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}
+	emb.useHub(h)
+	return emb, nil
 }
 
+// openExtensions finds the project's and the user's extensions and returns
+// a host for them, or nil when there are none. A manifest that is refused
+// is reported on stderr and left out.
+func openExtensions(e *env, cfg config.Config, log *slog.Logger, cwd string) *ext.Host {
+	manifests, errs := ext.Discover(ext.ProjectDir(cwd), extUserDir(e))
+	for _, err := range errs {
+		fmt.Fprintf(e.stderr, "orrery: an extension was left out: %v\n", err)
+	}
+	if len(manifests) == 0 {
+		return nil
+	}
+	return ext.New(ext.Config{Extensions: manifests, Logger: log, LogDir: extLogDir(cfg), Workspace: cwd})
+}
+
+// extLogDir is where the extensions' stderr is kept: <data>/ext-logs.
+func extLogDir(cfg config.Config) string { return filepath.Join(cfg.Store.Data, "ext-logs") }
+
+// extUserDir is the user's extensions dir: $ORRERY_EXT_DIR, else
+// <config dir>/orrery/extensions.
+func extUserDir(e *env) string {
+	if d := e.getenv("ORRERY_EXT_DIR"); d != "" {
+		return d
+	}
+	return ext.UserDir()
+}
+
+// extensions returns the extension host for the server, or nil (a nil
+// interface, not a nil *ext.Host) without extensions.
+func (e *embedded) extensions() server.Extensions {
+	if e.ext == nil {
+		return nil
+	}
+	return e.ext
+}
+
+// useHub lets the extensions reach the kernel's event hub (hub/* calls).
+func (e *embedded) useHub(h *hub.Hub) {
+	if e.ext != nil {
+		e.ext.UseHub(h)
+	}
+}
+
+// Close stops the extensions, then the kernel, the MCP servers and the
+// store.
 func (e *embedded) Close(ctx context.Context) error {
-	return errors.Join(e.kernel.Close(ctx), e.agents.Close(ctx), e.mcp.Close(), e.store.Close())
+	var herr error
+	if e.ext != nil {
+		herr = e.ext.Close(ctx)
+	}
+	return errors.Join(herr, e.kernel.Close(ctx), e.agents.Close(ctx), e.mcp.Close(), e.store.Close())
 }
 
 func newLogger(e *env, level slog.Level) *slog.Logger {

@@ -37,6 +37,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Run", func(t *testing.T) { t.Parallel(); testRun(t, bin) })
 	t.Run("Usage", func(t *testing.T) { t.Parallel(); testUsage(t, bin) })
 	t.Run("ServeAgentTools", func(t *testing.T) { t.Parallel(); testServeAgentTools(t, bin) })
+	t.Run("Ext", func(t *testing.T) { t.Parallel(); testExt(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

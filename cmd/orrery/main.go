@@ -69,6 +69,7 @@ func commands(e *env) map[string]command {
 		"config":   &configCmd{env: e},
 		"watch":    &watchCmd{env: e},
 		"acp":      &acpCmd{env: e},
+		"ext":      &extCmd{env: e},
 	}
 }
 

@@ -124,6 +124,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			}
 			return config.Set(path, key, value)
 		},
+		Extensions: k.extensions(),
 	})
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 

@@ -42,6 +42,20 @@ type Extension struct {
 	OnEvent func(ctx context.Context, h *Host, e Event)
 	// OnSessionEvent hears the session events the manifest subscribes to.
 	OnSessionEvent func(ctx context.Context, h *Host, e SessionEvent)
+	// OnHubMessage hears what the run's event hub delivers to the
+	// extension's seat (ext://<name>): posts, sends (ExpectsReply set;
+	// answer with Host.Call "hub/reply") and topic relays.
+	OnHubMessage func(ctx context.Context, h *Host, m HubMessage)
+}
+
+// HubMessage is one hub/message: what the event hub delivered.
+type HubMessage struct {
+	From          string          `json:"from,omitempty"`
+	To            string          `json:"to,omitempty"`
+	Topic         string          `json:"topic,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	CorrelationID string          `json:"correlationId,omitempty"`
+	ExpectsReply  bool            `json:"expectsReply,omitempty"`
 }
 
 // ToolFunc runs one call of a tool with its JSON arguments.
@@ -172,6 +186,12 @@ func (h *Host) handle(ctx context.Context, m *jsonrpc.Message) {
 			return
 		}
 		h.queue(ctx, func() { h.ext.OnSessionEvent(ctx, h, e) })
+	case "hub/message":
+		var hm HubMessage
+		if json.Unmarshal(m.Params, &hm) != nil || h.ext.OnHubMessage == nil {
+			return
+		}
+		h.queue(ctx, func() { h.ext.OnHubMessage(ctx, h, hm) })
 	default:
 		if m.IsRequest() {
 			_ = h.conn.Reply(m.ID, nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "this extension does not serve %s", m.Method))
@@ -392,4 +412,24 @@ func (t Tools) Hide(ctx context.Context, name string) error {
 // Show shows a hidden tool again.
 func (t Tools) Show(ctx context.Context, name string) error {
 	return t.h.conn.Call(ctx, "tools/show", map[string]string{"name": name}, nil)
+}
+
+// Tool is a tool an extension adds at run time with Register.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// ReadOnly tools are allowed by the consent gate by default.
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// Register adds a tool the model may call from its next run; its calls
+// reach Extension.Tools[t.Name].
+func (t Tools) Register(ctx context.Context, tool Tool) error {
+	return t.h.conn.Call(ctx, "ext/register", map[string]Tool{"tool": tool}, nil)
+}
+
+// Unregister removes a tool added with Register.
+func (t Tools) Unregister(ctx context.Context, name string) error {
+	return t.h.conn.Call(ctx, "ext/unregister", map[string]string{"tool": name}, nil)
 }

@@ -88,6 +88,44 @@ func main() {
 					_ = h.UI().Data("b").Set(ctx, map[string]string{"t": fmt.Sprint(time.Now().UnixNano())})
 				})
 				return h.UI().Show(ctx, sdk.Show{ID: "b", Placement: "band", Structure: json.RawMessage(`{"type":"text","value":"${/t}"}`), Data: map[string]string{"t": "0"}})
+			case "api":
+				// Each ui/event on "api" makes one call and reports its
+				// outcome in the state key named for the action.
+				h.UI().OnEvent("api", func(ctx context.Context, e sdk.Event) {
+					var res any
+					var err error
+					switch e.Action {
+					case "hide":
+						err = h.Tools().Hide(ctx, "rogue_echo")
+					case "show":
+						err = h.Tools().Show(ctx, "rogue_echo")
+					case "register":
+						err = h.Tools().Register(ctx, sdk.Tool{Name: "rogue_extra", Description: "an extra tool", ReadOnly: true, Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)})
+					case "unregister":
+						err = h.Tools().Unregister(ctx, "rogue_extra")
+					case "append":
+						err = h.Append(ctx, "the build is green")
+					case "read":
+						var r json.RawMessage
+						err = h.Call(ctx, "session/read", map[string]any{"since": 0}, &r)
+						res = r
+					case "complete":
+						res, err = h.Complete(ctx, "", "summarize the build")
+					}
+					if err != nil {
+						res = "error: " + err.Error()
+					} else if res == nil {
+						res = "ok"
+					}
+					_ = h.State().Set(ctx, e.Action, res)
+				})
+				return h.UI().Show(ctx, sdk.Show{ID: "main", Placement: "pane.left", Title: "Rogue", Surface: text("up")})
+			case "hub":
+				go func() {
+					err := h.Call(context.Background(), "hub/subscribe", map[string]string{"topic": "builds"}, nil)
+					_ = h.State().Set(context.Background(), "subscribed", fmt.Sprint(err))
+				}()
+				return nil
 			case "badheader":
 				go func() { time.Sleep(100 * time.Millisecond); raw("Content-Length 12\r\n\r\n{}") }()
 			case "lie":
@@ -120,9 +158,20 @@ func main() {
 			}
 			return nil
 		},
+		OnHubMessage: func(ctx context.Context, h *sdk.Host, m sdk.HubMessage) {
+			if m.ExpectsReply {
+				go h.Call(ctx, "hub/reply", map[string]any{"correlationId": m.CorrelationID, "payload": "pong"}, nil)
+				return
+			}
+			// A relay on a topic is posted back to its sender.
+			go h.Call(ctx, "hub/post", map[string]any{"to": m.From, "payload": map[string]any{"got": m.Payload, "topic": m.Topic}}, nil)
+		},
 		Tools: map[string]sdk.ToolFunc{
 			"rogue_echo": func(ctx context.Context, h *sdk.Host, args json.RawMessage) (sdk.ToolResult, error) {
 				return sdk.ToolResult{Text: "rogue got " + string(args)}, nil
+			},
+			"rogue_extra": func(ctx context.Context, h *sdk.Host, args json.RawMessage) (sdk.ToolResult, error) {
+				return sdk.ToolResult{Text: "extra ran"}, nil
 			},
 		},
 	})

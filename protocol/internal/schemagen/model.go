@@ -141,6 +141,8 @@ var roots = []reflect.Type{
 	reflect.TypeFor[protocol.HelloReply](),
 	reflect.TypeFor[protocol.SessionAttachReply](),
 	reflect.TypeFor[protocol.WorkspaceFilesReply](),
+	reflect.TypeFor[protocol.ExtListReply](),
+	reflect.TypeFor[protocol.StateWatchReply](),
 	reflect.TypeFor[protocol.Empty](),
 	reflect.TypeFor[protocol.Reply](),
 	reflect.TypeFor[protocol.ErrorBody](),
