@@ -352,6 +352,7 @@ export interface SubagentError {
 }
 
 export type Request =
+  | A2UIAction
   | ConsentAnswer
   | Hello
   | RunCancel
@@ -365,6 +366,13 @@ export type Request =
   | UIIntent
   | UIMove
   | UISave;
+
+export interface A2UIAction {
+  t: "a2ui.action";
+  id: string;
+  session: string;
+  message: unknown;
+}
 
 export interface ConsentAnswer {
   t: "consent.answer";

@@ -503,6 +503,8 @@ func TestDecodeRequest(t *testing.T) {
 			&protocol.UISave{Envelope: env("ui.save"), Session: "s", Node: "placed:agent:todo"}},
 		{`{"t":"ui.intent","id":"q1","session":"s","node":"placed:ext:ci:runs","action":"rerun","value":{"row":"lint"}}`,
 			&protocol.UIIntent{Envelope: env("ui.intent"), Session: "s", Node: "placed:ext:ci:runs", Action: "rerun", Value: json.RawMessage(`{"row":"lint"}`)}},
+		{`{"t":"a2ui.action","id":"q1","session":"s","message":{"version":"v0.9","action":{"name":"done","surfaceId":"placed:agent:todo"}}}`,
+			&protocol.A2UIAction{Envelope: env("a2ui.action"), Session: "s", Message: json.RawMessage(`{"version":"v0.9","action":{"name":"done","surfaceId":"placed:agent:todo"}}`)}},
 		{`{"t":"consent.answer","id":"q1","session":"s","request":"consent_1","option":"allow_once"}`,
 			&protocol.ConsentAnswer{Envelope: env("consent.answer"), Session: "s", Request: "consent_1", Option: "allow_once"}},
 	}
@@ -542,7 +544,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"not an object", `[1]`, "must be a JSON object, not an array"},
 		{"t a number", `{"t":5,"id":"q1"}`, "field t is a number but must be a string"},
 		{"id a number", `{"t":"session.list","id":5}`, "field id"},
-		{"missing t", `{"id":"q1"}`, "t is missing: send one of consent.answer, hello, run.cancel, run.send"},
+		{"missing t", `{"id":"q1"}`, "t is missing: send one of a2ui.action, consent.answer, hello, run.cancel, run.send"},
 		{"unknown t", `{"t":"session.explode","id":"q1"}`, `t "session.explode" is not a request`},
 		{"session a number", `{"t":"session.read","id":"q1","session":5}`, "field session is a number but must be a string"},
 		{"since negative", `{"t":"session.read","id":"q1","session":"s","since":-1}`, "field since"},
