@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +262,208 @@ func TestRunForwardedA2UIAction(t *testing.T) {
 	want := []string{"note [ext:ui] todo: done", "RUN_STARTED", "RUN_FINISHED"}
 	if strings.Join(order, ", ") != strings.Join(want, ", ") {
 		t.Errorf("logged %q, want %q: the note before the run it asked for", order, want)
+	}
+}
+
+// a2uiScene changes what a session shows while a run streams: a component
+// placed, its data changed, moved; a stream surface taking chunks; an a2ui
+// form; then, once the run is over, the component hidden, which is the
+// session's last frame (an orrery.unplaced).
+func a2uiScene(ctx context.Context, s *kernel.Session) error {
+	agent := ui.OwnerAgent
+	steps := []func() error{
+		func() error {
+			return s.Show(ctx, agent, kernel.ShowInput{ID: "todo", Placement: "pane.left", Structure: json.RawMessage(a2uiTodo), Data: json.RawMessage(`{"left":9}`)})
+		},
+		func() error {
+			return s.Show(ctx, agent, kernel.ShowInput{ID: "log", Placement: "footer", Surface: json.RawMessage(`{"kind":{"t":"stream","value":"$ make\n"}}`)})
+		},
+		func() error { _, err := s.Send(ctx, kernel.SendInput{Text: "hi"}); return err },
+	}
+	for i := 8; i > 0; i-- {
+		steps = append(steps,
+			func() error { return s.AppendChunk(ctx, agent, "log", fmt.Sprintf("step %d\n", i)) },
+			func() error {
+				return s.Data(ctx, agent, "todo", kernel.DataUpdate{Set: json.RawMessage(fmt.Sprintf(`{"left":%d}`, i))})
+			})
+	}
+	steps = append(steps,
+		func() error { return s.Move(ctx, agent, "placed:agent:todo", "band") },
+		func() error {
+			return s.Show(ctx, agent, kernel.ShowInput{ID: "ci", Placement: "pane.right", A2UI: json.RawMessage(a2uiCIForm)})
+		})
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	for s.Running() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// Let a held data update go out before the component goes.
+	time.Sleep(200 * time.Millisecond)
+	return s.Hide(ctx, agent, "todo")
+}
+
+// TestA2UIResume, in every stream mode with the A2UI face on: a client that
+// reads part of a live session over SSE, drops, and resumes with
+// Last-Event-ID gets, byte for byte, what a replay from since=0 gives; so
+// does a resume from every seq of the session, over SSE and over a
+// WebSocket's session.attach. No gap, no duplicate, and each A2UI snapshot
+// comes with the frame it stands for.
+func TestA2UIResume(t *testing.T) {
+	r := newTxRig(t, txRigOptions{logs: true})
+	h := &harness{url: r.local.URL, client: r.local.Client()}
+	ctx := context.Background()
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			s, err := r.k.CreateSession(ctx, kernel.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := "session=" + s.ID() + "&stream_mode=" + string(mode) + "&a2ui=1"
+			first := h.openEvents(t, q+"&since=0", nil)
+			sceneCtx, cancel := context.WithTimeout(ctx, streamTimeout)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- a2uiScene(sceneCtx, s) }()
+			var got [][]byte
+			lastID := ""
+			for {
+				ev, err := first.nextMode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ev.data)
+				if ev.hasID {
+					lastID = ev.id
+					if ev.seq >= 12 {
+						break
+					}
+				}
+			}
+			first.close()
+			// Events after the last id line are not yet received.
+			for len(got) > 0 {
+				if seq, _ := modeSeq(t, got[len(got)-1]); strconv.FormatUint(seq, 10) == lastID {
+					break
+				}
+				got = got[:len(got)-1]
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("scene: %v", err)
+			}
+			head := settle(t, s)
+			readTo := func(st *sse) (evs []modeEvent) {
+				t.Helper()
+				for {
+					ev, err := st.nextMode()
+					if err != nil {
+						t.Fatal(err)
+					}
+					evs = append(evs, ev)
+					if ev.hasID && ev.seq == head {
+						return evs
+					}
+				}
+			}
+			for _, ev := range readTo(h.openEvents(t, q, http.Header{"Last-Event-Id": {lastID}})) {
+				got = append(got, ev.data)
+			}
+			whole := readTo(h.openEvents(t, q+"&since=0", nil))
+			activities := 0
+			for _, ev := range whole {
+				if ev.typ == "ACTIVITY_SNAPSHOT" {
+					activities++
+				}
+			}
+			if activities < 10 {
+				t.Fatalf("the session's stream has %d A2UI snapshots, want at least 10 for this test to mean anything", activities)
+			}
+			sameEvents(t, "live, dropped at seq "+lastID+", resumed", got, whole, 0)
+
+			// A resume from every seq, over SSE.
+			for i, ev := range whole {
+				if !ev.hasID || ev.seq == head {
+					continue
+				}
+				resumed := readTo(h.openEvents(t, q, http.Header{"Last-Event-Id": {ev.id}}))
+				var data [][]byte
+				for _, e := range resumed {
+					data = append(data, e.data)
+				}
+				sameEvents(t, "SSE resumed after seq "+ev.id, data, whole, i+1)
+			}
+
+			// And over a WebSocket: session.attach with since, a2ui and
+			// the mode; the frames of the session are tagged with it.
+			attach := func(since uint64) [][]byte {
+				t.Helper()
+				p := r.dial(t, "ws", "")
+				defer p.ws.CloseNow()
+				p.send(t, `{"t":"hello","id":"h"}`)
+				p.replyTo(t, "h")
+				p.send(t, fmt.Sprintf(`{"t":"session.attach","id":"a","session":%q,"since":%d,"a2ui":true,"stream_mode":%q}`, s.ID(), since, mode))
+				var out [][]byte
+				for {
+					m, raw, err := p.next(streamTimeout)
+					if err != nil {
+						t.Fatalf("attach since %d: %v", since, err)
+					}
+					if m["t"] == "reply" {
+						if m["ok"] != true {
+							t.Fatalf("session.attach = %s", raw)
+						}
+						continue
+					}
+					out = append(out, bytes.Clone(raw))
+					if seq, typ := modeSeq(t, raw); seq == head && typ == "CUSTOM" {
+						return out
+					}
+				}
+			}
+			wsWhole := attach(0)
+			if len(wsWhole) != len(whole) {
+				t.Fatalf("WebSocket replay has %d events, SSE %d", len(wsWhole), len(whole))
+			}
+			for i := range whole {
+				if seq, _ := modeSeq(t, wsWhole[i]); seq != whole[i].seq {
+					t.Fatalf("WebSocket event %d has seq %d, SSE %d", i, seq, whole[i].seq)
+				}
+			}
+			for i, ev := range whole {
+				if !ev.hasID || ev.seq == head {
+					continue
+				}
+				sameBytes(t, fmt.Sprintf("WebSocket attached since %d", ev.seq), attach(ev.seq), wsWhole, i+1)
+			}
+		})
+	}
+}
+
+// sameEvents checks that got is want[from:], event by event.
+func sameEvents(t *testing.T, what string, got [][]byte, want []modeEvent, from int) {
+	t.Helper()
+	data := make([][]byte, 0, len(want))
+	for _, ev := range want {
+		data = append(data, ev.data)
+	}
+	sameBytes(t, what, got, data, from)
+}
+
+func sameBytes(t *testing.T, what string, got, want [][]byte, from int) {
+	t.Helper()
+	want = want[from:]
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("%s: event %d = %s, want %s", what, i, got[i], want[i])
+		}
 	}
 }
