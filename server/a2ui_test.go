@@ -467,3 +467,62 @@ func sameBytes(t *testing.T, what string, got, want [][]byte, from int) {
 		}
 	}
 }
+
+// FuzzA2UIAction sends arbitrary a2ui.action messages to POST /control on a
+// session that shows a component, an a2ui form and a plain surface. The
+// server never fails (no 5xx); it accepts an action (200 {}) or refuses it
+// with a 4xx sentence, and a refused action logs nothing.
+func FuzzA2UIAction(f *testing.F) {
+	for _, seed := range []string{
+		actionMsg("done", "placed:agent:todo", ""),
+		actionMsg("retry", "placed:agent:ci", `{}`),
+		actionMsg("open", "placed:agent:todo", `{"orrery.event":"open","orrery.value":"https://example.com/docs"}`),
+		actionMsg("done", "placed:agent:plain", ""),
+		`{"name":"done","surfaceId":"placed:agent:todo","sourceComponentId":"x","context":{"choices":["a"],"text":"b"}}`,
+		`{"version":"v0.9","action":{}}`,
+		`{"version":"v0.8","userAction":{"name":"done"}}`,
+		`[]`, `null`, `"x"`, `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	r := newTxRig(f, txRigOptions{})
+	ctx := context.Background()
+	s, err := r.k.CreateSession(ctx, kernel.SessionOptions{ID: "ui"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, in := range []kernel.ShowInput{
+		{ID: "todo", Placement: "pane.left", Structure: json.RawMessage(a2uiTodo), Data: json.RawMessage(`{"left":3}`)},
+		{ID: "plain", Placement: "band", Surface: json.RawMessage(`{"kind":{"t":"text","value":"x"}}`)},
+		{ID: "ci", Placement: "pane.right", A2UI: json.RawMessage(a2uiCIForm)},
+	} {
+		if err := s.Show(ctx, ui.OwnerAgent, in); err != nil {
+			f.Fatalf("Show(%s) = %v", in.ID, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		body, err := json.Marshal(map[string]any{"t": "a2ui.action", "id": "f", "session": "ui", "message": json.RawMessage(msg)})
+		if err != nil {
+			// Not JSON: send it raw in the field, which the server refuses.
+			body = []byte(`{"t":"a2ui.action","id":"f","session":"ui","message":` + string(msg) + `}`)
+		}
+		head := settle(t, s)
+		status, _, got := r.post(t, r.local, http.MethodPost, "/control", nil, string(body))
+		switch {
+		case status == 200:
+			if string(got) != "{}\n" {
+				t.Fatalf("accepted %s with %s, want {}", msg, got)
+			}
+		case status >= 400 && status < 500:
+			var e protocol.ErrorBody
+			if json.Unmarshal(got, &e) != nil || !txSentence(e.Error) {
+				t.Fatalf("refused %s with %s, want {\"error\": a sentence}", msg, got)
+			}
+			if now := settle(t, s); now != head {
+				t.Fatalf("refused %s (%s) but the head moved from %d to %d", msg, e.Error, head, now)
+			}
+		default:
+			t.Fatalf("a2ui.action %s = %d %s, want 200 or a 4xx refusal", msg, status, got)
+		}
+	})
+}
