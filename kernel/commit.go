@@ -16,6 +16,9 @@ type Frame = store.Frame
 // an action to take once every frame queued before it is published.
 type commitItem struct {
 	frame Frame
+	// state is the shared state document right after frame, when frame
+	// changed it (nil otherwise).
+	state []byte
 	then  func()
 }
 

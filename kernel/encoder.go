@@ -26,16 +26,43 @@ type Encoder interface {
 	Encode(dst []Frame, f Frame) []Frame
 }
 
+// StateEncoder is an Encoder whose frames also depend on the session's
+// shared state (the A2UI face projects a component from its structure and
+// data). The hub, and the replay of a backlog, hand it with each frame the
+// state document as it stood right after that frame. That document is a
+// function of the log up to the frame, so the same frame still gives the
+// same bytes for every subscriber, live or replayed.
+type StateEncoder interface {
+	Encoder
+	// EncodeState is Encode with state, the session's shared state document
+	// right after f (for a seq-0 STATE_SNAPSHOT, the document it holds).
+	// state must not be modified; it may be kept, since the kernel never
+	// changes a document in place.
+	EncodeState(dst []Frame, f Frame, state []byte) []Frame
+}
+
 // encodeFrames encodes frames with enc; a nil enc returns them unchanged.
-func encodeFrames(enc Encoder, frames []Frame) []Frame {
+// states holds, for a StateEncoder, the state after each frame.
+func encodeFrames(enc Encoder, frames []Frame, states [][]byte) []Frame {
 	if enc == nil {
 		return frames
 	}
 	out := make([]Frame, 0, len(frames))
-	for _, f := range frames {
+	se, withState := enc.(StateEncoder)
+	for i, f := range frames {
+		if withState && i < len(states) {
+			out = se.EncodeState(out, f, states[i])
+			continue
+		}
 		out = enc.Encode(out, f)
 	}
 	return out
+}
+
+// wantsState reports whether enc reads the state with each frame.
+func wantsState(enc Encoder) bool {
+	_, ok := enc.(StateEncoder)
+	return ok
 }
 
 // face is how a subscriber's frames are shaped: tagged with the session or
@@ -53,12 +80,13 @@ func (s *Subscription) face() face {
 	return f
 }
 
-// shape tags and encodes frames for sub.
-func (s *Subscription) shape(frames []Frame) []Frame {
+// shape tags and encodes frames for sub; states is the state after each
+// frame, read only by a StateEncoder (nil when sub has none).
+func (s *Subscription) shape(frames []Frame, states [][]byte) []Frame {
 	if s.tag != "" {
 		frames = tagFrames(frames, s.tag)
 	}
-	return encodeFrames(s.enc, frames)
+	return encodeFrames(s.enc, frames, states)
 }
 
 // StateAt returns the session's shared state as it stood after the frame
@@ -78,21 +106,30 @@ func (s *Session) StateAt(ctx context.Context, at uint64) ([]byte, error) {
 			break
 		}
 		for _, f := range frames {
-			if f.Type != string(protocol.TypeStateSnapshot) && f.Type != string(protocol.TypeStateDelta) {
-				continue
-			}
-			ev, err := protocol.DecodeEvent(f.Data)
-			if err != nil {
+			if err := doc.follow(f); err != nil {
 				return nil, fmt.Errorf("rebuild state: seq %d: %w", f.Seq, err)
-			}
-			// A logged delta always applied when it was sequenced.
-			if next, err := doc.check(ev); err == nil && next != nil {
-				doc.doc = bytes.Clone(next)
 			}
 		}
 		from = frames[len(frames)-1].Seq
 	}
 	return doc.doc, nil
+}
+
+// follow applies a logged frame to the document when it is a
+// STATE_SNAPSHOT or a STATE_DELTA. A logged delta always applied when it
+// was sequenced; one that does not now is skipped, as load skips it.
+func (s *stateDoc) follow(f Frame) error {
+	if f.Type != string(protocol.TypeStateSnapshot) && f.Type != string(protocol.TypeStateDelta) {
+		return nil
+	}
+	ev, err := protocol.DecodeEvent(f.Data)
+	if err != nil {
+		return err
+	}
+	if next, err := s.check(ev); err == nil && next != nil {
+		s.doc = bytes.Clone(next)
+	}
+	return nil
 }
 
 // stateSnapshotFrame is the seq-0 STATE_SNAPSHOT of doc.

@@ -26,7 +26,11 @@ type hub struct {
 	mu        sync.Mutex // guards everything below
 	subs      map[*Subscription]struct{}
 	published uint64 // seq of the last frame published
-	closed    error
+	// state is the shared state document right after the last frame
+	// published, for encoders that read it (StateEncoder). Documents are
+	// never changed in place, so holding one costs no copy.
+	state  []byte
+	closed error
 }
 
 func (h *hub) add(sub *Subscription, initial []Frame) {
@@ -41,7 +45,16 @@ func (h *hub) add(sub *Subscription, initial []Frame) {
 	}
 	h.subs[sub] = struct{}{}
 	if len(initial) > 0 {
-		sub.push(sub.shape(initial)...)
+		var states [][]byte
+		if wantsState(sub.enc) {
+			// The initial frames (seq-0 snapshots) reflect the state as it
+			// stands now: every frame queued before them is published.
+			states = make([][]byte, len(initial))
+			for i := range states {
+				states[i] = h.state
+			}
+		}
+		sub.push(sub.shape(initial, states)...)
 	}
 }
 
@@ -85,6 +98,23 @@ func (h *hub) publish(items []commitItem) {
 		for _, it := range items[start:end] {
 			frames = append(frames, it.frame)
 		}
+		// The state after each frame, worked out only when a subscriber's
+		// encoder reads it.
+		before := h.state
+		var states [][]byte
+		stateAfter := func() [][]byte {
+			if states == nil {
+				states = make([][]byte, len(frames))
+				cur := before
+				for i, it := range items[start:end] {
+					if it.state != nil {
+						cur = it.state
+					}
+					states[i] = cur
+				}
+			}
+			return states
+		}
 		// Each face (dialect, tagged with the session or not) is encoded
 		// once per frame and shared by every subscriber that shows it.
 		var shaped map[face][]Frame
@@ -96,7 +126,11 @@ func (h *hub) publish(items []commitItem) {
 					if shaped == nil {
 						shaped = make(map[face][]Frame)
 					}
-					batch = sub.shape(frames)
+					var st [][]byte
+					if wantsState(sub.enc) {
+						st = stateAfter()
+					}
+					batch = sub.shape(frames, st)
 					shaped[f] = batch
 				}
 			}
@@ -105,6 +139,11 @@ func (h *hub) publish(items []commitItem) {
 			}
 			if !sub.push(batch...) {
 				delete(h.subs, sub)
+			}
+		}
+		for _, it := range items[start:end] {
+			if it.state != nil {
+				h.state = it.state
 			}
 		}
 		h.published = frames[len(frames)-1].Seq

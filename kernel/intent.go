@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/getorrery/orrery/dialect/a2ui"
 	"github.com/getorrery/orrery/ui"
 	"github.com/getorrery/orrery/ui/component"
 )
@@ -93,25 +94,27 @@ func (s *Session) routeIntent(ctx context.Context, nodeID, action string, value 
 	if err != nil {
 		return routeDone, Intent{}, err
 	}
+	in := Intent{Session: s.id, Owner: owner, ID: id, Action: action, Value: value}
 	if inst == nil {
-		prev, err := s.state.node(nodeID)
+		// A surface shown as an a2ui form takes the actions its buttons
+		// declare; no other surface takes any.
+		declared, err := s.formActions(nodeID)
 		if err != nil {
 			return routeDone, Intent{}, err
 		}
-		if prev != nil {
-			return routeDone, Intent{}, &RequestError{Msg: fmt.Sprintf("%s shows a surface, not a component: only a component's declared actions are sent with ui.intent", nodeID)}
+		if !slices.Contains(declared, action) {
+			return routeDone, Intent{}, &RequestError{Msg: fmt.Sprintf("%s declares no action %q: send one its buttons declare (%s)", nodeID, action, strings.Join(declared, ", "))}
 		}
-		return routeDone, Intent{}, &RequestError{Msg: fmt.Sprintf("nothing is placed as %s: send ui.intent for a node listed in the state's /ui/nodes", nodeID)}
-	}
-	in := Intent{Session: s.id, Owner: owner, ID: id, Action: action, Value: value}
-	if action == component.ActionOpen {
-		var href string
-		if json.Unmarshal(value, &href) == nil && inst.data.Bound().Shows(href) {
-			return routeDone, in, s.openLink(ctx, inst, href)
+	} else {
+		if action == component.ActionOpen {
+			var href string
+			if json.Unmarshal(value, &href) == nil && inst.data.Bound().Shows(href) {
+				return routeDone, in, s.openLink(ctx, inst, href)
+			}
 		}
-	}
-	if err := inst.structure.CheckAction(action); err != nil {
-		return routeDone, in, refuse(err)
+		if err := inst.structure.CheckAction(action); err != nil {
+			return routeDone, in, refuse(err)
+		}
 	}
 	if owner == ui.OwnerAgent {
 		_, err := s.hostMessage(FromUI, noteText(id, action, value), true)
@@ -129,6 +132,71 @@ func (s *Session) routeIntent(ctx context.Context, nodeID, action string, value 
 		return routeAction, in, nil
 	}
 	return routeOwner, in, nil
+}
+
+// formActions returns the actions the surface placed as nodeID declares:
+// the events of its buttons when it was shown as an a2ui form. A plain
+// surface, or nothing placed, is refused naming the fix. Runs on the actor.
+func (s *Session) formActions(nodeID string) ([]string, error) {
+	prev, err := s.state.node(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, &RequestError{Msg: fmt.Sprintf("nothing is placed as %s: send ui.intent for a node listed in the state's /ui/nodes", nodeID)}
+	}
+	var n node
+	if err := json.Unmarshal(prev, &n); err != nil {
+		return nil, fmt.Errorf("read node %s: %w", nodeID, err)
+	}
+	var declared []string
+	if len(n.A2UI) > 0 {
+		var msgs []a2ui.Message
+		if err := json.Unmarshal(n.A2UI, &msgs); err != nil {
+			return nil, fmt.Errorf("read a2ui form of %s: %w", nodeID, err)
+		}
+		declared = a2ui.DeclaredActions(msgs)
+	}
+	if len(declared) == 0 {
+		return nil, &RequestError{Msg: fmt.Sprintf("%s shows a surface, not a component: only a component's declared actions (or those of a surface shown as an a2ui form with buttons) are sent with ui.intent", nodeID)}
+	}
+	return declared, nil
+}
+
+// Actions returns the actions the node placed as nodeID
+// (placed:<owner>:<id>) declares, sorted, each once: those of a
+// component's structure (a link declares open), or the events of the
+// buttons of a surface shown as an a2ui form. A node that declares none,
+// or nothing placed there, is refused naming the fix.
+func (s *Session) Actions(ctx context.Context, nodeID string) ([]string, error) {
+	var out []string
+	var err error
+	if derr := s.do(ctx, func() { out, err = s.actions(nodeID) }); derr != nil {
+		return nil, derr
+	}
+	return out, err
+}
+
+func (s *Session) actions(nodeID string) ([]string, error) {
+	s.assertActor()
+	if _, _, err := ui.ParseNodeID(nodeID); err != nil {
+		return nil, refuse(err)
+	}
+	inst, err := s.instance(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return s.formActions(nodeID)
+	}
+	var names []string
+	for _, a := range inst.structure.Actions() {
+		if !slices.Contains(names, a.Action) {
+			names = append(names, a.Action)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // noteText is the host message an action on the agent's component

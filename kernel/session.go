@@ -74,6 +74,7 @@ func newSession(k *Kernel, info store.Session) *Session {
 		runIDs: make(map[string]bool),
 		comps:  make(map[string]*instance),
 	}
+	s.hub.state = s.state.doc
 	s.commits = newCommitter(s)
 	return s
 }
@@ -116,6 +117,7 @@ func (s *Session) load(ctx context.Context) error {
 		return err
 	}
 	s.hub.published = s.head
+	s.hub.state = s.state.doc
 	return nil
 }
 
@@ -218,7 +220,7 @@ func (s *Session) emit(runID string, events ...protocol.Event) error {
 		if s.run != nil {
 			s.run.open.apply(ev)
 		}
-		s.commits.push(commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}})
+		s.commits.push(commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}, state: next})
 	}
 	return nil
 }
@@ -473,9 +475,23 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 	sub.backlog = func(ctx context.Context, fn func(Frame) error) error {
 		emit := fn
 		if sub.enc != nil {
+			encode := sub.enc.Encode
+			if se, ok := sub.enc.(StateEncoder); ok {
+				// The encoder reads the state after each frame: start from
+				// the state at since, rebuilt from the log, and follow it.
+				at, err := s.StateAt(ctx, from)
+				if err != nil {
+					return err
+				}
+				doc := stateDoc{doc: at}
+				encode = func(dst []Frame, f Frame) []Frame {
+					_ = doc.follow(f) // a frame that does not decode leaves the state as it was
+					return se.EncodeState(dst, f, doc.doc)
+				}
+			}
 			var out []Frame
 			emit = func(f Frame) error {
-				out = sub.enc.Encode(out[:0], f)
+				out = encode(out[:0], f)
 				for _, e := range out {
 					if err := fn(e); err != nil {
 						return err

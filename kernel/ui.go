@@ -62,6 +62,10 @@ type node struct {
 	Component string          `json:"component,omitempty"`
 	Data      string          `json:"data,omitempty"`
 	Fallback  json.RawMessage `json:"fallback,omitempty"`
+	// A2UI is the a2ui form a surface was shown with (its surfaceIds set
+	// to the node), kept so that the A2UI face sends it again after a move
+	// or in a snapshot, and so that its buttons' actions can be checked.
+	A2UI json.RawMessage `json:"a2ui,omitempty"`
 }
 
 // Placed is the value of an orrery.placed event: a surface, or a
@@ -175,7 +179,7 @@ func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title
 		return err
 	}
 	nodeID := ui.NodeID(owner, id)
-	next := node{Placement: string(placement), Title: title, Owner: string(owner), Surface: surface, Fallback: fallback}
+	next := node{Placement: string(placement), Title: title, Owner: string(owner), Surface: surface, Fallback: fallback, A2UI: a2uiOps}
 	ops, err := nodeChange(view.UI.Nodes[nodeID], ui.NodePath(owner, id), next)
 	if err != nil {
 		return err
@@ -350,7 +354,7 @@ func (s *Session) move(actor ui.Owner, nodeID, to string) error {
 	}
 	n.Placement = string(placement)
 	value, _ := json.Marshal(n.Placement)
-	p := Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface}
+	p := Placed{ID: id, Placement: n.Placement, Owner: n.Owner, Title: n.Title, Surface: n.Surface, A2UI: n.A2UI}
 	if n.Component != "" {
 		inst, err := s.instance(nodeID)
 		if err != nil {

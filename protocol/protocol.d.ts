@@ -352,6 +352,7 @@ export interface SubagentError {
 }
 
 export type Request =
+  | A2UIAction
   | ConsentAnswer
   | ExtList
   | ExtRestart
@@ -376,6 +377,13 @@ export type Request =
   | UIMove
   | UISave
   | WorkspaceFiles;
+
+export interface A2UIAction {
+  t: "a2ui.action";
+  id: string;
+  session: string;
+  message: unknown;
+}
 
 export interface ConsentAnswer {
   t: "consent.answer";

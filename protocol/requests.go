@@ -197,6 +197,19 @@ type UIIntent struct {
 	Value   json.RawMessage `json:"value,omitempty"`
 }
 
+// A2UIAction is an action an A2UI renderer sent back from a surface of the
+// A2UI face (a2ui=1): Message is the renderer's v0.9 client message,
+// {"version": "v0.9", "action": {name, surfaceId, sourceComponentId,
+// timestamp, context}}, or the bare action object, as AG-UI clients put it
+// in forwardedProps.a2uiAction.userAction. Its surfaceId is the placed node
+// (placed:<owner>:<id>); the server checks it and the action as ui.intent
+// does, and delivers the intent to the node's owner.
+type A2UIAction struct {
+	Envelope
+	Session string          `json:"session"`
+	Message json.RawMessage `json:"message"`
+}
+
 // ConsentAnswer answers a pending consent request with one of the options
 // its orrery.consent.requested offered. Only a client that draws consent may
 // send it; the first answer wins.
@@ -294,6 +307,7 @@ var requestKinds = map[string]func() Request{
 	"ui.hide":         func() Request { return new(UIHide) },
 	"ui.save":         func() Request { return new(UISave) },
 	"ui.intent":       func() Request { return new(UIIntent) },
+	"a2ui.action":     func() Request { return new(A2UIAction) },
 	"consent.answer":  func() Request { return new(ConsentAnswer) },
 	"workspace.files": func() Request { return new(WorkspaceFiles) },
 }

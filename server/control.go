@@ -196,6 +196,15 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 			return nil, err
 		}
 		return protocol.Empty{}, nil
+	case *protocol.A2UIAction:
+		sess, err := s.sessionFor(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.a2uiAction(ctx, sess, q.Message); err != nil {
+			return nil, err
+		}
+		return protocol.Empty{}, nil
 	case *protocol.ConsentAnswer:
 		sess, err := s.sessionFor(ctx, q.Session)
 		if err != nil {

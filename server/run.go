@@ -16,7 +16,10 @@ import (
 // The response streams RUN_STARTED, the turn's STATE_SNAPSHOT, the run's
 // events and its terminal event, then closes. A client that goes away
 // before the end cancels the run: for a stock client the request is the run.
-// ?stream_mode= picks the dialect of the stream (package dialect).
+// ?stream_mode= picks the dialect of the stream (package dialect), and
+// ?a2ui=1 adds the A2UI face. An A2UI action in forwardedProps.a2uiAction
+// .userAction goes to the owner of its surface (checked as a2ui.action is)
+// before the run starts; a refused one starts nothing.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	enc, err := encoderFor(r.URL.Query().Get("stream_mode"), r.URL.Query().Get("a2ui") == "1")
 	if err != nil {
@@ -32,10 +35,28 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	action, err := forwardedAction(in.ForwardedProps)
+	if err != nil {
+		s.kernelError(w, err)
+		return
+	}
 	sess, err := s.sessionForRun(r.Context(), in.ThreadID)
 	if err != nil {
 		s.kernelError(w, err)
 		return
+	}
+	if action != nil {
+		// The action reaches its owner before the run starts, so the run
+		// it asks for reads it (the agent's note), as an A2UI renderer
+		// for AG-UI expects.
+		if sess.Running() {
+			writeError(w, http.StatusConflict, "session "+sess.ID()+" is busy with a run, so the A2UI action was not applied: send it with a2ui.action on POST /control, which needs no run, or wait for the run to finish")
+			return
+		}
+		if err := s.a2uiAction(r.Context(), sess, action); err != nil {
+			s.kernelError(w, err)
+			return
+		}
 	}
 	res, err := sess.Send(r.Context(), kernel.SendInput{
 		RunID:     in.RunID,

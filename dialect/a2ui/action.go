@@ -82,3 +82,25 @@ func ToIntent(a Action, surfaces func(surfaceID string) (declared []string, ok b
 	}
 	return in, nil
 }
+
+// DeclaredActions returns the names of the events the components of msgs
+// send (each component's action.event.name), sorted, each once: the
+// actions a surface shown as an a2ui form declares. It returns nil when
+// there are none.
+func DeclaredActions(msgs []Message) []string {
+	var names []string
+	for _, m := range msgs {
+		if m.UpdateComponents == nil {
+			continue
+		}
+		for _, c := range m.UpdateComponents.Components {
+			act, _ := c["action"].(map[string]any)
+			ev, _ := act["event"].(map[string]any)
+			if name, ok := ev["name"].(string); ok && name != "" && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
