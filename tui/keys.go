@@ -43,7 +43,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	if m.scr.focus != "" {
-		if cmd, ok := m.focusKey(s); ok {
+		if cmd, ok := m.focusKey(k); ok {
 			return m, cmd
 		}
 		// Any other key goes back to the composer.
@@ -148,12 +148,16 @@ func (m *Model) cycleFocus() {
 // focusKey acts on the focused surface: Esc, x or Delete dismisses it
 // (for this client and this session only), ↑/↓ move its cursor, Enter
 // commits an action.
-func (m *Model) focusKey(s string) (tea.Cmd, bool) {
+func (m *Model) focusKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	n := m.scr.nodeByID(m.scr.focus)
 	if n == nil {
 		m.scr.focus = ""
 		return nil, false
 	}
+	if cmd, ok := m.editKey(n, k); ok {
+		return cmd, true
+	}
+	s := k.String()
 	switch s {
 	case "esc", "x", "delete":
 		m.scr.dismissed[n.Node] = true
@@ -187,29 +191,14 @@ func (m *Model) activate(n *node) tea.Cmd {
 	var value any
 	switch root.Kind.T {
 	case "question":
-		event = "select"
-		if cur < len(root.Kind.Choices) {
-			c := root.Kind.Choices[cur]
-			v := c.Value
-			if v == "" {
-				v = c.Label
-			}
-			value = []string{v}
-		}
+		return m.sendAnswer(n, &root.Kind)
+	case "form":
+		return m.submitForm(n, &root.Kind)
 	case "table":
 		event = "select"
 		if rows := root.Kind.tableRows(); cur < len(rows) {
 			value = rows[cur]
 		}
-	case "form":
-		event = "submit"
-		vals := map[string]json.RawMessage{}
-		for _, f := range root.Kind.Fields {
-			if len(f.Value) > 0 {
-				vals[f.Name] = f.Value
-			}
-		}
-		value = vals
 	default:
 		event = "press"
 	}

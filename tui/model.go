@@ -355,6 +355,9 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.notice("the connection to the kernel is lost (" + SanitizeLine(msg.err.Error()) + "): restart orrery to reconnect")
 		return m, nil
 	case tea.PasteMsg:
+		if m.scr.focus != "" && m.pasteInto(msg.Content) {
+			return m, nil
+		}
 		m.input.insert(msg.Content)
 		return m, nil
 	case tea.KeyPressMsg:
@@ -395,6 +398,7 @@ func (m *Model) resetSession(id string) {
 	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
 	m.scr.dismissed = map[string]bool{}
+	m.scr.edits = nil
 	m.scr.focus, m.scr.scroll = "", 0
 	m.scr.running, m.runID, m.cancelSent = false, "", false
 	m.updateStatus()
