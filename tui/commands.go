@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,8 +23,83 @@ const helpText = `/ui                          list what is placed: id, placemen
 /ui save ID                  keep its placement in the config from the next session on
 /ext                         list the extensions; /ext restart ID restarts one
 /sessions  /new  /model [NAME]  /cost  /quit
+/NAME ARGS                   a command the agent advertises is sent to it as your prompt; // sends a line as it is
 F6 focuses the panes; Esc, x or Delete dismisses the focused surface on this screen
 Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C cancels, twice quits`
+
+// commandsEvent is the CUSTOM event that carries the slash commands the
+// session's agent advertises (an ACP agent's available_commands_update):
+// {"commands": [{"name", "description", "input": {"hint"}}]}.
+const commandsEvent = "orrery.commands"
+
+// agentCommand is a slash command the session's agent advertises. Chosen,
+// it is sent to the agent as the prompt text "/name args".
+type agentCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Input       *struct {
+		Hint string `json:"hint"`
+	} `json:"input"`
+}
+
+// parseCommands reads an orrery.commands value; names are sanitized, and
+// one that is empty or holds a space is left out (it could not be typed).
+func parseCommands(value []byte) []agentCommand {
+	var v struct {
+		Commands []agentCommand `json:"commands"`
+	}
+	if json.Unmarshal(value, &v) != nil {
+		return nil
+	}
+	var out []agentCommand
+	seen := map[string]bool{}
+	for _, c := range v.Commands {
+		c.Name = strings.TrimPrefix(SanitizeLine(c.Name), "/")
+		if c.Name == "" || strings.ContainsAny(c.Name, " \t") || seen[c.Name] {
+			continue
+		}
+		seen[c.Name] = true
+		c.Description = SanitizeLine(c.Description)
+		if c.Input != nil {
+			c.Input.Hint = SanitizeLine(c.Input.Hint)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// isOwnCommand reports whether name (with its slash) is one of the TUI's
+// own commands, which come before any the agent advertises.
+func isOwnCommand(name string) bool {
+	return slices.Contains(commandNames, name) || name == "/?" || name == "/exit"
+}
+
+// agentCommand returns the advertised command called name (with its
+// slash), unless the TUI has its own by that name.
+func (m *Model) agentCommand(name string) (agentCommand, bool) {
+	if isOwnCommand(name) {
+		return agentCommand{}, false
+	}
+	for _, c := range m.agentCommands {
+		if "/"+c.Name == name {
+			return c, true
+		}
+	}
+	return agentCommand{}, false
+}
+
+// describe is a command's line in a listing: name, description and the
+// input it takes.
+func (c agentCommand) describe() string {
+	line := "/" + c.Name
+	if c.Input != nil && c.Input.Hint != "" {
+		line += " <" + c.Input.Hint + ">"
+	}
+	if c.Description != "" {
+		line += "  " + c.Description
+	}
+	return line + "  (the agent's)"
+}
 
 // command runs a slash command.
 func (m *Model) command(line string) tea.Cmd {
@@ -32,6 +108,14 @@ func (m *Model) command(line string) tea.Cmd {
 	switch f[0] {
 	case "/help", "/?":
 		m.scr.list = strings.Split(helpText, "\n")
+		if len(m.agentCommands) > 0 {
+			m.scr.list = append(m.scr.list, "", "the agent's commands, sent to it as your prompt:")
+			for _, c := range m.agentCommands {
+				if !isOwnCommand("/" + c.Name) {
+					m.scr.list = append(m.scr.list, "  "+c.describe())
+				}
+			}
+		}
 	case "/quit", "/exit":
 		return tea.Quit
 	case "/ui":
@@ -60,7 +144,11 @@ func (m *Model) command(line string) tea.Cmd {
 			return []string{fmt.Sprintf("cost of this session: $%.6f (%d micro-USD)", float64(s.MicroUSD)/1e6, s.MicroUSD)}
 		})
 	default:
-		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists the commands")
+		what := "the commands"
+		if len(m.agentCommands) > 0 {
+			what = "the commands, the agent's among them"
+		}
+		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists " + what + "; start a line with // to send it to the agent as it is")
 	}
 	return nil
 }

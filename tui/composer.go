@@ -200,13 +200,24 @@ func completeFile(root, partial string) (string, []string) {
 	if len(matches) == 0 {
 		return partial, nil
 	}
-	prefix := matches[0]
-	for _, m := range matches[1:] {
-		for !strings.HasPrefix(m, prefix) {
+	return commonPrefix(matches), matches
+}
+
+// commonPrefix returns the longest prefix all of names share.
+func commonPrefix(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	prefix := names[0]
+	for _, n := range names[1:] {
+		for !strings.HasPrefix(n, prefix) {
 			prefix = prefix[:len(prefix)-1]
 		}
 	}
-	return prefix, matches
+	for len(prefix) > 0 && !utf8.ValidString(prefix) {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return prefix
 }
 
 // mentions returns the @paths of text that name files under root.

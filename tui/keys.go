@@ -307,16 +307,26 @@ func (m *Model) complete() {
 			m.scr.list = append([]string{"files:"}, matches...)
 		}
 	case strings.HasPrefix(word, "/") && start == 0:
-		var matches []string
+		var names, lines []string
 		for _, c := range commandNames {
 			if strings.HasPrefix(c, word) {
-				matches = append(matches, c)
+				names, lines = append(names, c), append(lines, c)
 			}
 		}
-		if len(matches) == 1 {
-			m.input.replaceWord(start, matches[0]+" ")
-		} else if len(matches) > 1 {
-			m.scr.list = append([]string{"commands:"}, matches...)
+		for _, c := range m.agentCommands {
+			if name := "/" + c.Name; strings.HasPrefix(name, word) && !isOwnCommand(name) {
+				names, lines = append(names, name), append(lines, c.describe())
+			}
+		}
+		switch {
+		case len(names) == 1:
+			m.input.replaceWord(start, names[0]+" ")
+			if c, ok := m.agentCommand(names[0]); ok {
+				m.scr.list = []string{c.describe(), "Enter sends it to the agent as your prompt"}
+			}
+		case len(names) > 1:
+			m.input.replaceWord(start, commonPrefix(names))
+			m.scr.list = append([]string{"commands:"}, lines...)
 		}
 	}
 }
@@ -336,8 +346,16 @@ func (m *Model) submit() tea.Cmd {
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
-	if strings.HasPrefix(text, "/") {
-		return m.command(strings.TrimSpace(text))
+	if strings.HasPrefix(text, "//") {
+		// A line the person wants sent as it is, slash and all.
+		text = text[1:]
+	} else if strings.HasPrefix(text, "/") {
+		name := strings.Fields(text)[0]
+		if _, ok := m.agentCommand(name); !ok {
+			return m.command(strings.TrimSpace(text))
+		}
+		// The agent's command: sent as the prompt text.
+		text = strings.TrimSpace(text)
 	}
 	if m.session == "" {
 		m.notice("no session is open yet: wait for it, or run /new")

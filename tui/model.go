@@ -87,6 +87,9 @@ type Model struct {
 	state   *client.State
 	order   map[string]int
 	stopped map[string]bool // extension ids the kernel said stopped
+	// agentCommands are the slash commands the session's agent advertises
+	// (orrery.commands), the latest list.
+	agentCommands []agentCommand
 	binder  binder
 
 	scr   screen
@@ -395,6 +398,7 @@ func (m *Model) resetSession(id string) {
 	m.state = client.NewState()
 	m.order = map[string]int{}
 	m.binder = binder{}
+	m.agentCommands = nil
 	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
 	m.scr.dismissed = map[string]bool{}
@@ -503,6 +507,8 @@ func (m *Model) runEnded() {
 // custom handles Orrery's own events; unknown names are ignored.
 func (m *Model) custom(e *protocol.Custom) {
 	switch e.Name {
+	case commandsEvent:
+		m.agentCommands = parseCommands(e.Value)
 	case "orrery.placed":
 		var p struct {
 			ID    string `json:"id"`
