@@ -90,7 +90,7 @@ type Model struct {
 	// agentCommands are the slash commands the session's agent advertises
 	// (orrery.commands), the latest list.
 	agentCommands []agentCommand
-	binder  binder
+	binder        binder
 
 	scr   screen
 	input composer
