@@ -281,19 +281,38 @@ func (m *Model) uiCommand(args []string) tea.Cmd {
 	}
 }
 
-// extRequest asks the kernel's extension host (ext.list, ext.restart).
-type extRequest struct {
+// extList and extRestart are the extension host's requests, ext.list and
+// ext.restart, as the kernel takes them. A kernel that does not know them
+// refuses them, and the TUI shows the refusal.
+type extList struct {
 	protocol.Envelope
 	Session string `json:"session,omitempty"`
-	Ext     string `json:"ext,omitempty"`
 }
 
+type extRestart struct {
+	protocol.Envelope
+	Session string `json:"session"`
+	Name    string `json:"name"`
+}
+
+// extStatus is one extension of the ext.list reply.
+type extStatus struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Restarts int    `json:"restarts"`
+	Error    string `json:"error"`
+}
+
+// extCommand is /ext, which lists the extensions: those that placed
+// something in this session (what the screen knows) and whatever the
+// kernel answers to ext.list; and /ext restart ID, which sends
+// ext.restart.
 func (m *Model) extCommand(args []string) tea.Cmd {
 	cl, ctx, session := m.opts.Client, m.ctx, m.session
 	if len(args) == 2 && args[0] == "restart" {
-		id := args[1]
+		id := strings.TrimPrefix(args[1], "ext:")
 		return func() tea.Msg {
-			_, err := cl.Do(ctx, &extRequest{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Ext: id})
+			_, err := cl.Do(ctx, &extRestart{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Name: id})
 			if err != nil {
 				return noticeMsg{"could not restart ext:" + SanitizeLine(id) + ": " + SanitizeLine(err.Error())}
 			}
@@ -308,7 +327,9 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 	owners := map[string]string{}
 	for _, n := range m.scr.nodes {
 		if e, ok := n.ext(); ok {
-			owners[e] = "running"
+			if _, seen := owners[e]; !seen {
+				owners[e] = "placed something here"
+			}
 			if n.Stopped {
 				owners[e] = "stopped (/ext restart " + e + ")"
 			}
@@ -316,17 +337,24 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 	}
 	return func() tea.Msg {
 		lines := []string{"extensions:"}
-		value, err := cl.Do(context.WithoutCancel(ctx), &extRequest{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
+		value, err := cl.Do(context.WithoutCancel(ctx), &extList{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
 		if err == nil {
 			var out struct {
-				Extensions []struct {
-					ID    string `json:"id"`
-					State string `json:"state"`
-				} `json:"extensions"`
+				Extensions []extStatus `json:"extensions"`
 			}
 			if json.Unmarshal(value, &out) == nil {
 				for _, e := range out.Extensions {
-					owners[e.ID] = e.State
+					state := e.State
+					if e.Restarts > 0 {
+						state += fmt.Sprintf(", restarted %d times", e.Restarts)
+					}
+					if e.Error != "" {
+						state += ": " + e.Error
+					}
+					if e.State == "failed" || e.State == "stopped" {
+						state += " (/ext restart " + e.Name + ")"
+					}
+					owners[e.Name] = state
 				}
 			}
 		}
@@ -339,7 +367,7 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 			lines = append(lines, "  ext:"+SanitizeLine(id)+"  "+SanitizeLine(owners[id]))
 		}
 		if len(ids) == 0 {
-			lines = append(lines, "  none has placed anything in this session")
+			lines = append(lines, "  none in this session")
 		}
 		if err != nil {
 			lines = append(lines, "  (the kernel did not list its extensions: "+SanitizeLine(err.Error())+")")

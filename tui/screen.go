@@ -399,7 +399,9 @@ func (s *screen) drawThread(w, h int) []string {
 		}
 		if len(s.list) > 0 {
 			lines = append(lines, "")
-			lines = append(lines, s.list...)
+			for _, l := range s.list {
+				lines = append(lines, wrap(l, inner)...)
+			}
 		}
 		for _, n := range s.notices {
 			lines = append(lines, wrap(styleNotice.Render("! ")+n, inner)...)
