@@ -3,6 +3,7 @@ package tui
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -220,8 +221,25 @@ func commonPrefix(names []string) string {
 	return prefix
 }
 
-// mentions returns the @paths of text that name files under root.
+// mentionWords returns the @words of text, without their @.
+func mentionWords(text string) []string {
+	var out []string
+	for _, f := range strings.Fields(text) {
+		if p, ok := strings.CutPrefix(f, "@"); ok {
+			if p = strings.TrimRight(p, ",.;:!?)"); p != "" && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// mentions returns the @paths of text that name files under root; none
+// when root is "".
 func mentions(root, text string) []string {
+	if root == "" {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, f := range strings.Fields(text) {

@@ -282,7 +282,7 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 			m.input.next()
 		}
 	case "tab":
-		m.complete()
+		return m.complete()
 	case "esc":
 		m.scr.list = nil
 	case "ctrl+u":
@@ -296,10 +296,14 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 }
 
 // complete is Tab: an @mention completes against the workspace's files, a
-// leading / against the commands.
-func (m *Model) complete() {
+// leading / against the commands. On the host's screen the workspace is
+// this machine's; attached to a kernel elsewhere it is the kernel's, asked
+// with workspace.files.
+func (m *Model) complete() tea.Cmd {
 	word, start := m.input.currentWord()
 	switch {
+	case strings.HasPrefix(word, "@") && !m.opts.Host:
+		return m.remoteFilesCmd(word, start)
 	case strings.HasPrefix(word, "@"):
 		prefix, matches := completeFile(m.workspace(), word[1:])
 		m.input.replaceWord(start, "@"+prefix)
@@ -329,6 +333,7 @@ func (m *Model) complete() {
 			m.scr.list = append([]string{"commands:"}, lines...)
 		}
 	}
+	return nil
 }
 
 func (m *Model) workspace() string {
@@ -364,6 +369,14 @@ func (m *Model) submit() tea.Cmd {
 	m.scr.list = nil
 	in := protocol.RunInput{Text: text}
 	root := m.workspace()
+	if !m.opts.Host {
+		// This machine's files are not the kernel's workspace: nothing is
+		// read here.
+		if ms := mentionWords(text); len(ms) > 0 {
+			m.notice("@" + SanitizeLine(strings.Join(ms, ", @")) + " went as text, not attached: attached to a kernel elsewhere, the terminal UI does not send this machine's files (the agent can read the kernel's workspace itself)")
+		}
+		root = ""
+	}
 	for _, p := range mentions(root, text) {
 		data, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {

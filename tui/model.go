@@ -342,6 +342,9 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case noticeMsg:
 		m.notice(msg.text)
 		return m, nil
+	case filesMsg:
+		m.completeFiles(msg)
+		return m, nil
 	case listMsg:
 		m.scr.list = msg.lines
 		m.scr.scroll = 0
