@@ -13,8 +13,8 @@ import (
 
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
-	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/tui"
 )
