@@ -30,6 +30,10 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		if cmd, ok := m.consentKey(s); ok {
 			return m, cmd
 		}
+	} else if m.scr.question != nil && m.scr.focus == "" {
+		if cmd, ok := m.inputKey(s); ok {
+			return m, cmd
+		}
 	}
 	switch s {
 	case "f6":
@@ -350,6 +354,10 @@ func (m *Model) submit() tea.Cmd {
 	text := m.input.take()
 	if strings.TrimSpace(text) == "" {
 		return nil
+	}
+	if q := m.scr.question; q != nil && q.InputKind != "choice" && q.InputKind != "confirm" && !strings.HasPrefix(text, "/") {
+		// A text question takes the composer's line as its answer.
+		return m.answerInput(strings.TrimSpace(text))
 	}
 	if strings.HasPrefix(text, "//") {
 		// A line the person wants sent as it is, slash and all.

@@ -404,6 +404,7 @@ func (m *Model) resetSession(id string) {
 	m.agentCommands = nil
 	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
+	m.scr.question = nil
 	m.scr.dismissed = map[string]bool{}
 	m.scr.edits = nil
 	m.scr.focus, m.scr.scroll = "", 0
@@ -505,11 +506,16 @@ func (m *Model) runEnded() {
 	m.scr.running, m.runID, m.cancelSent = false, "", false
 	m.scr.streaming = ""
 	m.scr.consent = nil
+	m.scr.question = nil
 }
 
 // custom handles Orrery's own events; unknown names are ignored.
 func (m *Model) custom(e *protocol.Custom) {
 	switch e.Name {
+	case inputRequestedEvent:
+		m.askInput(e.Value)
+	case inputResolvedEvent:
+		m.inputResolved(e.Value)
 	case commandsEvent:
 		m.agentCommands = parseCommands(e.Value)
 	case "orrery.placed":
@@ -588,7 +594,7 @@ func (m *Model) updateStatus() {
 	if m.scr.running {
 		state = "running"
 	}
-	if m.scr.consent != nil {
+	if m.scr.consent != nil || m.scr.question != nil {
 		state = "waiting for your answer"
 	}
 	sess := m.session

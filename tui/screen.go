@@ -44,6 +44,9 @@ type screen struct {
 	consent       *consentReq
 	consentChoice int
 
+	question       *inputReq // a question the kernel asks, drawn like consent
+	questionChoice int
+
 	notices []string
 	input   []string // the composer's lines, as it draws them
 	status  string
@@ -162,7 +165,7 @@ func (s *screen) draw() string {
 	}
 	band := s.rows(bandNodes, w, MaxBandRows, "band")
 	footer := s.rows(s.visible(string(ui.Footer)), w, MaxFooterRows, "footer")
-	consent := s.drawConsent(w)
+	consent := append(s.drawConsent(w), s.drawQuestion(w)...)
 	input := s.drawInput(w)
 	status := []string{hostStatus.Render(fit(" "+s.status, w))}
 
