@@ -398,6 +398,15 @@ func (m *Model) formKey(n *node, root *kind, k tea.KeyPressMsg) (tea.Cmd, bool) 
 		}
 		return nil, true
 	}
+	// Off a text field, j and k move as ↓ and ↑ do.
+	switch s {
+	case "j":
+		m.scr.cursor[n.Node] = (cur + 1) % rows
+		return nil, true
+	case "k":
+		m.scr.cursor[n.Node] = (cur + rows - 1) % rows
+		return nil, true
+	}
 	return nil, false
 }
 
@@ -569,8 +578,17 @@ func (m *Model) questionKey(n *node, root *kind, k tea.KeyPressMsg) (tea.Cmd, bo
 		}
 		return nil, true
 	}
-	if s == "space" && cur < len(root.Choices) {
-		e.pick(root, cur, root.Multiple)
+	switch s {
+	case "space":
+		if cur < len(root.Choices) {
+			e.pick(root, cur, root.Multiple)
+		}
+		return nil, true
+	case "j":
+		m.scr.cursor[n.Node] = min(cur+1, rows-1)
+		return nil, true
+	case "k":
+		m.scr.cursor[n.Node] = max(cur-1, 0)
 		return nil, true
 	}
 	return nil, false
