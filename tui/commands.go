@@ -54,7 +54,7 @@ func parseCommands(value []byte) []agentCommand {
 	var out []agentCommand
 	seen := map[string]bool{}
 	for _, c := range v.Commands {
-		c.Name = strings.TrimPrefix(SanitizeLine(c.Name), "/")
+		c.Name = strings.TrimLeft(SanitizeLine(c.Name), "/")
 		if c.Name == "" || strings.ContainsAny(c.Name, " \t") || seen[c.Name] {
 			continue
 		}
