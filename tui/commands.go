@@ -25,6 +25,8 @@ const helpText = `/ui                          list what is placed: id, placemen
 /sessions  /new  /model [NAME]  /cost  /quit
 /NAME ARGS                   a command the agent advertises is sent to it as your prompt; // sends a line as it is
 F6 focuses the panes; Esc, x or Delete dismisses the focused surface on this screen
+on a focused form: Tab moves between fields, type to edit, Space toggles, ←/→ choose, Enter submits
+on a focused question: 1-9 or Space pick, type on the > row, Enter sends
 Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C cancels, twice quits`
 
 // commandsEvent is the CUSTOM event that carries the slash commands the
