@@ -234,3 +234,50 @@ func TestTUIHostileSurfaceInTmux(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestTUIFormInTmux has the agent place a form component at 80×24 in tmux
+// and edits it with the keys a terminal sends (F6, Backspace, typed text,
+// Tab, Space, Enter): the screen shows the values as typed and toggled and
+// the submit sent to the agent; a required field emptied is refused.
+func TestTUIFormInTmux(t *testing.T) {
+	tt := startTmux(t, 80, 24)
+	form := map[string]any{"type": "form", "submit": "Go", "on": map[string]any{"submit": "go"}, "fields": []any{
+		map[string]any{"name": "name", "label": "Name", "type": "text", "required": true, "value": "${/name}"},
+		map[string]any{"name": "canary", "label": "Canary", "type": "boolean", "value": false},
+		map[string]any{"name": "region", "label": "Region", "type": "choice", "choices": []string{"eu", "us"}, "value": "eu"},
+	}}
+	script, err := json.Marshal(map[string]any{"turns": []any{
+		map[string]any{"tool_calls": []any{map[string]any{"name": "ui.show", "args": map[string]any{
+			"id": "deploy", "placement": "inline", "title": "Deploy", "structure": form, "data": map[string]any{"name": "web-1"}}}}},
+		map[string]any{"text": []string{"placed the form"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := tt.data + "-script.json"
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tt.tm("new-window", "-t", "t", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+" --model script:"+path+"; sleep 60")
+	tt.tm("resize-window", "-t", "t:app", "-x", "80", "-y", "24")
+	tt.waitFor("the status line of an idle session", has("orrery · ses_", "idle"))
+	tt.tm("send-keys", "-t", "t:app", "-l", "a form please")
+	tt.tm("send-keys", "-t", "t:app", "Enter")
+	tt.waitFor("the form", has("┌ Deploy", "Name *: [web-1]", "Canary: [ ]", "Region: [eu]", "[ Go ]", "placed the form", "idle"))
+	tt.tm("send-keys", "-t", "t:app", "F6")
+	tt.waitFor("the focused form", has("┏ Deploy", "❯ Name *: [web-1▏]"))
+	tt.tm("send-keys", "-t", "t:app", "BSpace")
+	tt.tm("send-keys", "-t", "t:app", "-l", "x")
+	tt.tm("send-keys", "-t", "t:app", "Tab")
+	tt.tm("send-keys", "-t", "t:app", "Space")
+	tt.tm("send-keys", "-t", "t:app", "Tab")
+	tt.tm("send-keys", "-t", "t:app", "Right")
+	tt.waitFor("the edited fields", has("Name *: [web-x]", "Canary: [x]", "❯ Region: ‹ us ›"))
+	tt.tm("send-keys", "-t", "t:app", "Enter")
+	tt.waitFor("the submit sent", has("sent go to agent"))
+	tt.tm("send-keys", "-t", "t:app", "BTab")
+	tt.tm("send-keys", "-t", "t:app", "BTab")
+	tt.tm("send-keys", "-t", "t:app", "C-u")
+	tt.tm("send-keys", "-t", "t:app", "Enter")
+	tt.waitFor("the required field refused", has("Name is required: type a value in it, then Enter", "❯ Name *: [▏]"))
+}
