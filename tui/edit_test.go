@@ -224,3 +224,54 @@ func TestEditGolden(t *testing.T) {
 	}
 	golden(t, "testdata/golden/edit-100x24.txt", got)
 }
+
+// formModel is a model drawing an agent's form inline and a pane, at
+// 120×40, focused on the form's first (text) field when focus is set.
+func formModel(b *testing.B, focus bool) *tui.Model {
+	snapshot := `{"type":"STATE_SNAPSHOT","snapshot":{"ui":{"nodes":{
+ "placed:agent:deploy":{"placement":"inline","title":"Deploy","owner":"agent","component":"agent#deploy","data":"/data/agent/deploy"},
+ "placed:agent:files":{"placement":"pane.left","title":"Files","owner":"agent","surface":{"kind":{"t":"tree","nodes":[{"label":"cmd"},{"label":"tui"}]}}}},
+ "components":{"agent#deploy":` + deployForm + `}},"surfaces":{},"data":{"agent":{"deploy":{"name":"web-1","replicas":3}}}}}`
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	if msg := m.Push(frame(1, strings.ReplaceAll(snapshot, "\n", ""))); msg != nil {
+		m.Update(msg)
+	}
+	if focus {
+		m.Update(keyF6)
+		m.Update(keyF6) // the pane first, then the form
+		if !strings.Contains(m.Screen(), "❯ Name *: [web-1▏]") {
+			b.Fatalf("the form is not focused:\n%s", m.Screen())
+		}
+	}
+	return m
+}
+
+// BenchmarkFormKeystroke is one key typed into a focused form's text field
+// and the screen drawn after it. Its baseline,
+// BenchmarkComposerKeystroke, is the same key typed into the composer of
+// the same screen: the ratio is what editing in place costs over typing.
+func BenchmarkFormKeystroke(b *testing.B) {
+	benchKeystroke(b, true)
+}
+
+// BenchmarkComposerKeystroke is BenchmarkFormKeystroke's baseline.
+func BenchmarkComposerKeystroke(b *testing.B) {
+	benchKeystroke(b, false)
+}
+
+func benchKeystroke(b *testing.B, focus bool) {
+	m := formModel(b, focus)
+	a, bs := tea.KeyPressMsg{Code: 'a', Text: "a"}, keyBackspace
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := a
+		if i%2 == 1 {
+			k = bs // keep the text short: type, delete, type …
+		}
+		i++
+		m.Update(k)
+		_ = m.View()
+	}
+}
