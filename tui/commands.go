@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,8 +23,85 @@ const helpText = `/ui                          list what is placed: id, placemen
 /ui save ID                  keep its placement in the config from the next session on
 /ext                         list the extensions; /ext restart ID restarts one
 /sessions  /new  /model [NAME]  /cost  /quit
+/NAME ARGS                   a command the agent advertises is sent to it as your prompt; // sends a line as it is
 F6 focuses the panes; Esc, x or Delete dismisses the focused surface on this screen
+on a focused form: Tab moves between fields, type to edit, Space toggles, ←/→ choose, Enter submits
+on a focused question: 1-9 or Space pick, type on the > row, Enter sends
 Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C cancels, twice quits`
+
+// commandsEvent is the CUSTOM event that carries the slash commands the
+// session's agent advertises (an ACP agent's available_commands_update):
+// {"commands": [{"name", "description", "input": {"hint"}}]}.
+const commandsEvent = "orrery.commands"
+
+// agentCommand is a slash command the session's agent advertises. Chosen,
+// it is sent to the agent as the prompt text "/name args".
+type agentCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Input       *struct {
+		Hint string `json:"hint"`
+	} `json:"input"`
+}
+
+// parseCommands reads an orrery.commands value; names are sanitized, and
+// one that is empty or holds a space is left out (it could not be typed).
+func parseCommands(value []byte) []agentCommand {
+	var v struct {
+		Commands []agentCommand `json:"commands"`
+	}
+	if json.Unmarshal(value, &v) != nil {
+		return nil
+	}
+	var out []agentCommand
+	seen := map[string]bool{}
+	for _, c := range v.Commands {
+		c.Name = strings.TrimLeft(SanitizeLine(c.Name), "/")
+		if c.Name == "" || strings.ContainsAny(c.Name, " \t") || seen[c.Name] {
+			continue
+		}
+		seen[c.Name] = true
+		c.Description = SanitizeLine(c.Description)
+		if c.Input != nil {
+			c.Input.Hint = SanitizeLine(c.Input.Hint)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// isOwnCommand reports whether name (with its slash) is one of the TUI's
+// own commands, which come before any the agent advertises.
+func isOwnCommand(name string) bool {
+	return slices.Contains(commandNames, name) || name == "/?" || name == "/exit"
+}
+
+// agentCommand returns the advertised command called name (with its
+// slash), unless the TUI has its own by that name.
+func (m *Model) agentCommand(name string) (agentCommand, bool) {
+	if isOwnCommand(name) {
+		return agentCommand{}, false
+	}
+	for _, c := range m.agentCommands {
+		if "/"+c.Name == name {
+			return c, true
+		}
+	}
+	return agentCommand{}, false
+}
+
+// describe is a command's line in a listing: name, description and the
+// input it takes.
+func (c agentCommand) describe() string {
+	line := "/" + c.Name
+	if c.Input != nil && c.Input.Hint != "" {
+		line += " <" + c.Input.Hint + ">"
+	}
+	if c.Description != "" {
+		line += "  " + c.Description
+	}
+	return line + "  (the agent's)"
+}
 
 // command runs a slash command.
 func (m *Model) command(line string) tea.Cmd {
@@ -32,6 +110,14 @@ func (m *Model) command(line string) tea.Cmd {
 	switch f[0] {
 	case "/help", "/?":
 		m.scr.list = strings.Split(helpText, "\n")
+		if len(m.agentCommands) > 0 {
+			m.scr.list = append(m.scr.list, "", "the agent's commands, sent to it as your prompt:")
+			for _, c := range m.agentCommands {
+				if !isOwnCommand("/" + c.Name) {
+					m.scr.list = append(m.scr.list, "  "+c.describe())
+				}
+			}
+		}
 	case "/quit", "/exit":
 		return tea.Quit
 	case "/ui":
@@ -60,7 +146,11 @@ func (m *Model) command(line string) tea.Cmd {
 			return []string{fmt.Sprintf("cost of this session: $%.6f (%d micro-USD)", float64(s.MicroUSD)/1e6, s.MicroUSD)}
 		})
 	default:
-		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists the commands")
+		what := "the commands"
+		if len(m.agentCommands) > 0 {
+			what = "the commands, the agent's among them"
+		}
+		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists " + what + "; start a line with // to send it to the agent as it is")
 	}
 	return nil
 }
@@ -193,19 +283,38 @@ func (m *Model) uiCommand(args []string) tea.Cmd {
 	}
 }
 
-// extRequest asks the kernel's extension host (ext.list, ext.restart).
-type extRequest struct {
+// extList and extRestart are the extension host's requests, ext.list and
+// ext.restart, as the kernel takes them. A kernel that does not know them
+// refuses them, and the TUI shows the refusal.
+type extList struct {
 	protocol.Envelope
 	Session string `json:"session,omitempty"`
-	Ext     string `json:"ext,omitempty"`
 }
 
+type extRestart struct {
+	protocol.Envelope
+	Session string `json:"session"`
+	Name    string `json:"name"`
+}
+
+// extStatus is one extension of the ext.list reply.
+type extStatus struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Restarts int    `json:"restarts"`
+	Error    string `json:"error"`
+}
+
+// extCommand is /ext, which lists the extensions: those that placed
+// something in this session (what the screen knows) and whatever the
+// kernel answers to ext.list; and /ext restart ID, which sends
+// ext.restart.
 func (m *Model) extCommand(args []string) tea.Cmd {
 	cl, ctx, session := m.opts.Client, m.ctx, m.session
 	if len(args) == 2 && args[0] == "restart" {
-		id := args[1]
+		id := strings.TrimPrefix(args[1], "ext:")
 		return func() tea.Msg {
-			_, err := cl.Do(ctx, &extRequest{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Ext: id})
+			_, err := cl.Do(ctx, &extRestart{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Name: id})
 			if err != nil {
 				return noticeMsg{"could not restart ext:" + SanitizeLine(id) + ": " + SanitizeLine(err.Error())}
 			}
@@ -220,7 +329,9 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 	owners := map[string]string{}
 	for _, n := range m.scr.nodes {
 		if e, ok := n.ext(); ok {
-			owners[e] = "running"
+			if _, seen := owners[e]; !seen {
+				owners[e] = "placed something here"
+			}
 			if n.Stopped {
 				owners[e] = "stopped (/ext restart " + e + ")"
 			}
@@ -228,17 +339,24 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 	}
 	return func() tea.Msg {
 		lines := []string{"extensions:"}
-		value, err := cl.Do(context.WithoutCancel(ctx), &extRequest{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
+		value, err := cl.Do(context.WithoutCancel(ctx), &extList{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
 		if err == nil {
 			var out struct {
-				Extensions []struct {
-					ID    string `json:"id"`
-					State string `json:"state"`
-				} `json:"extensions"`
+				Extensions []extStatus `json:"extensions"`
 			}
 			if json.Unmarshal(value, &out) == nil {
 				for _, e := range out.Extensions {
-					owners[e.ID] = e.State
+					state := e.State
+					if e.Restarts > 0 {
+						state += fmt.Sprintf(", restarted %d times", e.Restarts)
+					}
+					if e.Error != "" {
+						state += ": " + e.Error
+					}
+					if e.State == "failed" || e.State == "stopped" {
+						state += " (/ext restart " + e.Name + ")"
+					}
+					owners[e.Name] = state
 				}
 			}
 		}
@@ -251,7 +369,7 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 			lines = append(lines, "  ext:"+SanitizeLine(id)+"  "+SanitizeLine(owners[id]))
 		}
 		if len(ids) == 0 {
-			lines = append(lines, "  none has placed anything in this session")
+			lines = append(lines, "  none in this session")
 		}
 		if err != nil {
 			lines = append(lines, "  (the kernel did not list its extensions: "+SanitizeLine(err.Error())+")")

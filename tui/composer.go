@@ -3,6 +3,7 @@ package tui
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -200,17 +201,45 @@ func completeFile(root, partial string) (string, []string) {
 	if len(matches) == 0 {
 		return partial, nil
 	}
-	prefix := matches[0]
-	for _, m := range matches[1:] {
-		for !strings.HasPrefix(m, prefix) {
+	return commonPrefix(matches), matches
+}
+
+// commonPrefix returns the longest prefix all of names share.
+func commonPrefix(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	prefix := names[0]
+	for _, n := range names[1:] {
+		for !strings.HasPrefix(n, prefix) {
 			prefix = prefix[:len(prefix)-1]
 		}
 	}
-	return prefix, matches
+	for len(prefix) > 0 && !utf8.ValidString(prefix) {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return prefix
 }
 
-// mentions returns the @paths of text that name files under root.
+// mentionWords returns the @words of text, without their @.
+func mentionWords(text string) []string {
+	var out []string
+	for _, f := range strings.Fields(text) {
+		if p, ok := strings.CutPrefix(f, "@"); ok {
+			if p = strings.TrimRight(p, ",.;:!?)"); p != "" && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// mentions returns the @paths of text that name files under root; none
+// when root is "".
 func mentions(root, text string) []string {
+	if root == "" {
+		return nil
+	}
 	var out []string
 	seen := map[string]bool{}
 	for _, f := range strings.Fields(text) {

@@ -30,6 +30,10 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		if cmd, ok := m.consentKey(s); ok {
 			return m, cmd
 		}
+	} else if m.scr.question != nil && m.scr.focus == "" {
+		if cmd, ok := m.inputKey(s); ok {
+			return m, cmd
+		}
 	}
 	switch s {
 	case "f6":
@@ -43,7 +47,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	if m.scr.focus != "" {
-		if cmd, ok := m.focusKey(s); ok {
+		if cmd, ok := m.focusKey(k); ok {
 			return m, cmd
 		}
 		// Any other key goes back to the composer.
@@ -148,12 +152,16 @@ func (m *Model) cycleFocus() {
 // focusKey acts on the focused surface: Esc, x or Delete dismisses it
 // (for this client and this session only), ↑/↓ move its cursor, Enter
 // commits an action.
-func (m *Model) focusKey(s string) (tea.Cmd, bool) {
+func (m *Model) focusKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	n := m.scr.nodeByID(m.scr.focus)
 	if n == nil {
 		m.scr.focus = ""
 		return nil, false
 	}
+	if cmd, ok := m.editKey(n, k); ok {
+		return cmd, true
+	}
+	s := k.String()
 	switch s {
 	case "esc", "x", "delete":
 		m.scr.dismissed[n.Node] = true
@@ -187,29 +195,14 @@ func (m *Model) activate(n *node) tea.Cmd {
 	var value any
 	switch root.Kind.T {
 	case "question":
-		event = "select"
-		if cur < len(root.Kind.Choices) {
-			c := root.Kind.Choices[cur]
-			v := c.Value
-			if v == "" {
-				v = c.Label
-			}
-			value = []string{v}
-		}
+		return m.sendAnswer(n, &root.Kind)
+	case "form":
+		return m.submitForm(n, &root.Kind)
 	case "table":
 		event = "select"
 		if rows := root.Kind.tableRows(); cur < len(rows) {
 			value = rows[cur]
 		}
-	case "form":
-		event = "submit"
-		vals := map[string]json.RawMessage{}
-		for _, f := range root.Kind.Fields {
-			if len(f.Value) > 0 {
-				vals[f.Name] = f.Value
-			}
-		}
-		value = vals
 	default:
 		event = "press"
 	}
@@ -293,7 +286,7 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 			m.input.next()
 		}
 	case "tab":
-		m.complete()
+		return m.complete()
 	case "esc":
 		m.scr.list = nil
 	case "ctrl+u":
@@ -307,10 +300,14 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 }
 
 // complete is Tab: an @mention completes against the workspace's files, a
-// leading / against the commands.
-func (m *Model) complete() {
+// leading / against the commands. On the host's screen the workspace is
+// this machine's; attached to a kernel elsewhere it is the kernel's, asked
+// with workspace.files.
+func (m *Model) complete() tea.Cmd {
 	word, start := m.input.currentWord()
 	switch {
+	case strings.HasPrefix(word, "@") && !m.opts.Host:
+		return m.remoteFilesCmd(word, start)
 	case strings.HasPrefix(word, "@"):
 		prefix, matches := completeFile(m.workspace(), word[1:])
 		m.input.replaceWord(start, "@"+prefix)
@@ -318,18 +315,29 @@ func (m *Model) complete() {
 			m.scr.list = append([]string{"files:"}, matches...)
 		}
 	case strings.HasPrefix(word, "/") && start == 0:
-		var matches []string
+		var names, lines []string
 		for _, c := range commandNames {
 			if strings.HasPrefix(c, word) {
-				matches = append(matches, c)
+				names, lines = append(names, c), append(lines, c)
 			}
 		}
-		if len(matches) == 1 {
-			m.input.replaceWord(start, matches[0]+" ")
-		} else if len(matches) > 1 {
-			m.scr.list = append([]string{"commands:"}, matches...)
+		for _, c := range m.agentCommands {
+			if name := "/" + c.Name; strings.HasPrefix(name, word) && !isOwnCommand(name) {
+				names, lines = append(names, name), append(lines, c.describe())
+			}
+		}
+		switch {
+		case len(names) == 1:
+			m.input.replaceWord(start, names[0]+" ")
+			if c, ok := m.agentCommand(names[0]); ok {
+				m.scr.list = []string{c.describe(), "Enter sends it to the agent as your prompt"}
+			}
+		case len(names) > 1:
+			m.input.replaceWord(start, commonPrefix(names))
+			m.scr.list = append([]string{"commands:"}, lines...)
 		}
 	}
+	return nil
 }
 
 func (m *Model) workspace() string {
@@ -347,8 +355,20 @@ func (m *Model) submit() tea.Cmd {
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
-	if strings.HasPrefix(text, "/") {
-		return m.command(strings.TrimSpace(text))
+	if q := m.scr.question; q != nil && q.InputKind != "choice" && q.InputKind != "confirm" && !strings.HasPrefix(text, "/") {
+		// A text question takes the composer's line as its answer.
+		return m.answerInput(strings.TrimSpace(text))
+	}
+	if strings.HasPrefix(text, "//") {
+		// A line the person wants sent as it is, slash and all.
+		text = text[1:]
+	} else if strings.HasPrefix(text, "/") {
+		name := strings.Fields(text)[0]
+		if _, ok := m.agentCommand(name); !ok {
+			return m.command(strings.TrimSpace(text))
+		}
+		// The agent's command: sent as the prompt text.
+		text = strings.TrimSpace(text)
 	}
 	if m.session == "" {
 		m.notice("no session is open yet: wait for it, or run /new")
@@ -357,6 +377,14 @@ func (m *Model) submit() tea.Cmd {
 	m.scr.list = nil
 	in := protocol.RunInput{Text: text}
 	root := m.workspace()
+	if !m.opts.Host {
+		// This machine's files are not the kernel's workspace: nothing is
+		// read here.
+		if ms := mentionWords(text); len(ms) > 0 {
+			m.notice("@" + SanitizeLine(strings.Join(ms, ", @")) + " went as text, not attached: attached to a kernel elsewhere, the terminal UI does not send this machine's files (the agent can read the kernel's workspace itself)")
+		}
+		root = ""
+	}
 	for _, p := range mentions(root, text) {
 		data, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 // back through Update.
 type live struct {
 	t    *testing.T
+	dir  string // the kernel's workspace
 	k    *kernel.Kernel
 	cl   *client.Client
 	m    *tui.Model
@@ -63,7 +64,7 @@ func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &live{t: t, k: k, cl: cl, msgs: make(chan tea.Msg, 1024)}
+	l := &live{t: t, dir: dir, k: k, cl: cl, msgs: make(chan tea.Msg, 1024)}
 	o := tui.Options{Client: cl, Workspace: dir}
 	for _, f := range opts {
 		f(&o)
@@ -310,13 +311,14 @@ func TestResumePicker(t *testing.T) {
 }
 
 // TestMentionAttachesFile completes an @mention with Tab and sends the
-// file as an attachment.
+// file as an attachment, on the host's own screen (an embedded kernel,
+// whose workspace is this machine's).
 func TestMentionAttachesFile(t *testing.T) {
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("the secret is 42"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := startLive(t, "offline", func(o *tui.Options) { o.Workspace = ws })
+	l := startLive(t, "offline", func(o *tui.Options) { o.Workspace, o.Host = ws, true })
 	l.until("an idle session", contains("orrery · ses_", "idle"))
 	l.typeText("read @no")
 	l.press(tea.KeyPressMsg{Code: tea.KeyTab})

@@ -87,7 +87,10 @@ type Model struct {
 	state   *client.State
 	order   map[string]int
 	stopped map[string]bool // extension ids the kernel said stopped
-	binder  binder
+	// agentCommands are the slash commands the session's agent advertises
+	// (orrery.commands), the latest list.
+	agentCommands []agentCommand
+	binder        binder
 
 	scr   screen
 	input composer
@@ -339,6 +342,9 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case noticeMsg:
 		m.notice(msg.text)
 		return m, nil
+	case filesMsg:
+		m.completeFiles(msg)
+		return m, nil
 	case listMsg:
 		m.scr.list = msg.lines
 		m.scr.scroll = 0
@@ -355,6 +361,9 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.notice("the connection to the kernel is lost (" + SanitizeLine(msg.err.Error()) + "): restart orrery to reconnect")
 		return m, nil
 	case tea.PasteMsg:
+		if m.scr.focus != "" && m.pasteInto(msg.Content) {
+			return m, nil
+		}
 		m.input.insert(msg.Content)
 		return m, nil
 	case tea.KeyPressMsg:
@@ -392,9 +401,12 @@ func (m *Model) resetSession(id string) {
 	m.state = client.NewState()
 	m.order = map[string]int{}
 	m.binder = binder{}
+	m.agentCommands = nil
 	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
+	m.scr.question = nil
 	m.scr.dismissed = map[string]bool{}
+	m.scr.edits = nil
 	m.scr.focus, m.scr.scroll = "", 0
 	m.scr.running, m.runID, m.cancelSent = false, "", false
 	m.updateStatus()
@@ -494,11 +506,18 @@ func (m *Model) runEnded() {
 	m.scr.running, m.runID, m.cancelSent = false, "", false
 	m.scr.streaming = ""
 	m.scr.consent = nil
+	m.scr.question = nil
 }
 
 // custom handles Orrery's own events; unknown names are ignored.
 func (m *Model) custom(e *protocol.Custom) {
 	switch e.Name {
+	case inputRequestedEvent:
+		m.askInput(e.Value)
+	case inputResolvedEvent:
+		m.inputResolved(e.Value)
+	case commandsEvent:
+		m.agentCommands = parseCommands(e.Value)
 	case "orrery.placed":
 		var p struct {
 			ID    string `json:"id"`
@@ -575,7 +594,7 @@ func (m *Model) updateStatus() {
 	if m.scr.running {
 		state = "running"
 	}
-	if m.scr.consent != nil {
+	if m.scr.consent != nil || m.scr.question != nil {
 		state = "waiting for your answer"
 	}
 	sess := m.session

@@ -39,9 +39,13 @@ type screen struct {
 	dismissed map[string]bool            // node ids this client dismissed
 	focus     string                     // the focused node id, "" for the composer
 	cursor    map[string]int             // the chosen row of each node
+	edits     map[string]*edit           // unsent work on forms and questions, by node id
 
 	consent       *consentReq
 	consentChoice int
+
+	question       *inputReq // a question the kernel asks, drawn like consent
+	questionChoice int
 
 	notices []string
 	input   []string // the composer's lines, as it draws them
@@ -161,7 +165,7 @@ func (s *screen) draw() string {
 	}
 	band := s.rows(bandNodes, w, MaxBandRows, "band")
 	footer := s.rows(s.visible(string(ui.Footer)), w, MaxFooterRows, "footer")
-	consent := s.drawConsent(w)
+	consent := append(s.drawConsent(w), s.drawQuestion(w)...)
 	input := s.drawInput(w)
 	status := []string{hostStatus.Render(fit(" "+s.status, w))}
 
@@ -271,6 +275,8 @@ type nodeDraw struct {
 	err       string
 	w, h, cur int
 	stopped   bool
+	edit      *edit
+	editGen   int
 	lines     []string
 }
 
@@ -282,25 +288,31 @@ func (s *screen) drawNode(n *node, w, h int) []string {
 	if !ok || n.Node != s.focus {
 		cur = -1
 	}
-	if d, ok := s.drawn[n.Node]; ok && d.w == w && d.h == h && d.cur == cur && d.stopped == n.Stopped && d.err == n.Err && bytes.Equal(d.surface, n.Surface) {
+	e := s.edits[n.Node]
+	gen := 0
+	if e != nil {
+		gen = e.gen
+	}
+	if d, ok := s.drawn[n.Node]; ok && d.w == w && d.h == h && d.cur == cur && d.stopped == n.Stopped && d.err == n.Err &&
+		d.edit == e && d.editGen == gen && bytes.Equal(d.surface, n.Surface) {
 		return d.lines
 	}
-	lines := s.drawNodeFresh(n, w, h, cur)
+	lines := s.drawNodeFresh(n, w, h, cur, e)
 	if s.drawn == nil || len(s.drawn) > 256 {
 		s.drawn = make(map[string]nodeDraw)
 	}
-	s.drawn[n.Node] = nodeDraw{surface: bytes.Clone(n.Surface), err: n.Err, w: w, h: h, cur: cur, stopped: n.Stopped, lines: lines}
+	s.drawn[n.Node] = nodeDraw{surface: bytes.Clone(n.Surface), err: n.Err, w: w, h: h, cur: cur, stopped: n.Stopped, edit: e, editGen: gen, lines: lines}
 	return lines
 }
 
-func (s *screen) drawNodeFresh(n *node, w, h, cur int) []string {
+func (s *screen) drawNodeFresh(n *node, w, h, cur int, e *edit) []string {
 	var lines []string
 	if n.Stopped && !isStoppedSurface(n.Surface) {
 		e, _ := n.ext()
 		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
 	}
 	if len(n.Surface) > 0 {
-		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md, graphics: s.graphics})...)
+		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md, graphics: s.graphics, edit: e})...)
 	}
 	if n.Err != "" {
 		lines = append(lines, wrap(styleNotice.Render("! "+SanitizeLine(n.Err)), w)...)
@@ -390,7 +402,9 @@ func (s *screen) drawThread(w, h int) []string {
 		}
 		if len(s.list) > 0 {
 			lines = append(lines, "")
-			lines = append(lines, s.list...)
+			for _, l := range s.list {
+				lines = append(lines, wrap(l, inner)...)
+			}
 		}
 		for _, n := range s.notices {
 			lines = append(lines, wrap(styleNotice.Render("! ")+n, inner)...)

@@ -38,8 +38,11 @@ type kind struct {
 	Detail string     `json:"detail"`
 	Steps  []taskStep `json:"steps"`
 	// question
-	Prompt  string           `json:"prompt"`
-	Choices []questionChoice `json:"choices"`
+	Prompt    string           `json:"prompt"`
+	Choices   []questionChoice `json:"choices"`
+	Multiple  bool             `json:"multiple"`
+	AllowText bool             `json:"allowText"`
+	Answer    *questionAnswer  `json:"answer"`
 	// form
 	Fields []formField `json:"fields"`
 	Submit *string     `json:"submit"`
@@ -108,11 +111,23 @@ type questionChoice struct {
 	Detail string `json:"detail"`
 }
 
+// questionAnswer is a question's accepted answer.
+type questionAnswer struct {
+	Choices []string `json:"choices"`
+	Text    *string  `json:"text"`
+}
+
 type formField struct {
-	Name  string          `json:"name"`
-	Label string          `json:"label"`
-	Type  string          `json:"type"`
-	Value json.RawMessage `json:"value"`
+	Name        string          `json:"name"`
+	Label       string          `json:"label"`
+	Type        string          `json:"type"`
+	Value       json.RawMessage `json:"value"`
+	Choices     []string        `json:"choices"`
+	Required    bool            `json:"required"`
+	Placeholder string          `json:"placeholder"`
+	Help        string          `json:"help"`
+	Min         *float64        `json:"min"`
+	Max         *float64        `json:"max"`
 }
 
 type chartSeries struct {
@@ -183,6 +198,9 @@ type renderOpts struct {
 	md     *markdown
 	// graphics is the terminal's graphics protocol, GraphicsNone for none.
 	graphics string
+	// edit is the person's unsent work on a focused form or question; nil
+	// when there is none.
+	edit *edit
 }
 
 // renderSurface draws a surface in at most o.width cells per line. A
@@ -248,7 +266,7 @@ func renderKind(k *kind, o renderOpts) []string {
 				out = append(out, "")
 			}
 			co := o
-			co.height, co.cursor = 0, -1
+			co.height, co.cursor, co.edit = 0, -1, nil
 			out = append(out, renderSurface(c, co)...)
 		}
 		return out
@@ -420,58 +438,6 @@ func renderTask(k *kind, w int) []string {
 		out = append(out, clip("  "+statusGlyph(s.Status)+" "+SanitizeLine(s.Title), w))
 	}
 	return out
-}
-
-func renderQuestion(k *kind, o renderOpts) []string {
-	out := wrap(styleBold.Render(Sanitize(k.Prompt)), o.width)
-	if k.Detail != "" {
-		out = append(out, wrap(styleDim.Render(Sanitize(k.Detail)), o.width)...)
-	}
-	for i, c := range k.Choices {
-		mark := "  "
-		line := fmt.Sprintf("%d. %s", i+1, SanitizeLine(c.Label))
-		if i == o.cursor {
-			mark = "❯ "
-			line = styleCursor.Render(line)
-		}
-		out = append(out, clip(mark+line, o.width))
-	}
-	return out
-}
-
-func renderForm(k *kind, o renderOpts) []string {
-	var out []string
-	for i, f := range k.Fields {
-		label := SanitizeLine(f.Label)
-		if label == "" {
-			label = SanitizeLine(f.Name)
-		}
-		val := ""
-		var s string
-		if json.Unmarshal(f.Value, &s) == nil {
-			val = SanitizeLine(s)
-		} else if len(f.Value) > 0 {
-			val = SanitizeLine(string(f.Value))
-		}
-		line := label + ": [" + val + "]"
-		if i == o.cursor {
-			line = styleCursor.Render("❯ " + line)
-		} else {
-			line = "  " + line
-		}
-		out = append(out, clip(line, o.width))
-	}
-	submit := "Submit"
-	if k.Submit != nil && *k.Submit != "" {
-		submit = SanitizeLine(*k.Submit)
-	}
-	btn := "[ " + submit + " ]"
-	if o.cursor == len(k.Fields) {
-		btn = styleCursor.Render("❯ " + btn)
-	} else {
-		btn = "  " + btn
-	}
-	return append(out, clip(btn, o.width))
 }
 
 // formatNum prints a number briefly: integers without a point, others with
