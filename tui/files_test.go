@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -65,7 +66,12 @@ func TestMentionAttachedElsewhere(t *testing.T) {
 	l.press(tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl})
 	l.typeText("read @notes.txt")
 	l.press(keyEnter)
-	l.until("the answer", contains("@notes.txt went as text, not attached", "You said"))
+	l.until("the answer", contains("@notes.txt names no file of the kernel's workspace", "You said"))
+	// A mention of the kernel's own file goes as a path attachment, which
+	// the kernel reads from its workspace.
+	l.press(tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl})
+	l.typeText("read @nothing-local.txt")
+	l.press(keyEnter)
 	sess, err := l.k.Session(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +80,23 @@ func TestMentionAttachedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range fs {
-		if strings.Contains(string(f.Data), "local secret") {
-			t.Fatalf("the log holds the local file's text:\n%s", f.Data)
+	attached := false
+	for range 200 {
+		if fs, _, err = sess.Read(context.Background(), 0, 100000); err != nil {
+			t.Fatal(err)
 		}
+		for _, f := range fs {
+			if strings.Contains(string(f.Data), "local secret") {
+				t.Fatalf("the log holds the local file's text:\n%s", f.Data)
+			}
+			attached = attached || strings.Contains(string(f.Data), `File @nothing-local.txt:\nkernel side`)
+		}
+		if attached {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !attached {
+		t.Error("the kernel's file @nothing-local.txt was not attached from its workspace")
 	}
 }

@@ -377,12 +377,12 @@ func (m *Model) submit() tea.Cmd {
 	m.scr.list = nil
 	in := protocol.RunInput{Text: text}
 	root := m.workspace()
+	var remote []string
 	if !m.opts.Host {
 		// This machine's files are not the kernel's workspace: nothing is
-		// read here.
-		if ms := mentionWords(text); len(ms) > 0 {
-			m.notice("@" + SanitizeLine(strings.Join(ms, ", @")) + " went as text, not attached: attached to a kernel elsewhere, the terminal UI does not send this machine's files (the agent can read the kernel's workspace itself)")
-		}
+		// read here. A mention that names a file of the kernel's workspace
+		// goes as a path attachment, which the kernel reads itself.
+		remote = mentionWords(text)
 		root = ""
 	}
 	for _, p := range mentions(root, text) {
@@ -399,6 +399,15 @@ func (m *Model) submit() tea.Cmd {
 	cl, ctx, session := m.opts.Client, m.ctx, m.session
 	steer := m.scr.running
 	return func() tea.Msg {
+		var skipped []string
+		for _, p := range remote {
+			files, err := cl.WorkspaceFiles(ctx, session, p, 50)
+			if err != nil || !slices.Contains(files.Files, p) {
+				skipped = append(skipped, p)
+				continue
+			}
+			in.Attachments = append(in.Attachments, protocol.ContentPart{Type: "document", Source: &protocol.Source{Type: "path", Value: p}})
+		}
 		var reply protocol.RunSendReply
 		var err error
 		if steer {
@@ -411,6 +420,11 @@ func (m *Model) submit() tea.Cmd {
 		}
 		if err != nil {
 			return noticeMsg{"could not send: " + SanitizeLine(err.Error())}
+		}
+		if len(skipped) > 0 {
+			// Sent; the words that name no file of the kernel's workspace
+			// went as text.
+			return sentMsg{reply: reply, notice: "@" + SanitizeLine(strings.Join(skipped, ", @")) + " names no file of the kernel's workspace, so it went as text, not attached"}
 		}
 		return sentMsg{reply: reply}
 	}

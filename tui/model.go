@@ -164,7 +164,10 @@ type (
 	// sessionsMsg opens the picker.
 	sessionsMsg struct{ list []protocol.SessionSummary }
 	// sentMsg is a run.send answered.
-	sentMsg struct{ reply protocol.RunSendReply }
+	sentMsg struct {
+		reply  protocol.RunSendReply
+		notice string // what to tell the person about the send, if anything
+	}
 	// feedErrMsg is a stream that failed for good.
 	feedErrMsg struct{ err error }
 )
@@ -355,6 +358,9 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case sentMsg:
 		if msg.reply.Target == protocol.TargetSteer {
 			m.notice("steered the run in flight")
+		}
+		if msg.notice != "" {
+			m.notice(msg.notice)
 		}
 		return m, nil
 	case feedErrMsg:
@@ -629,6 +635,11 @@ func (m *Model) newSessionCmd(model string) tea.Cmd {
 	cl := m.opts.Client
 	ctx := m.ctx
 	cwd := m.opts.Workspace
+	if !m.opts.Host {
+		// This machine's directory means nothing to a kernel elsewhere:
+		// the session works in the kernel's own.
+		cwd = ""
+	}
 	return func() tea.Msg {
 		id, err := cl.NewSession(ctx, protocol.SessionNew{Cwd: cwd, Model: model})
 		if err != nil {
