@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"slices"
 	"strings"
 )
@@ -294,14 +295,14 @@ func (k *questionKind) check(kp string) (string, string) {
 	seen := map[string]int{}
 	for i, c := range k.Choices {
 		if j, dup := seen[c.value()]; dup {
-			return at(kp, "choices", i), fmt.Sprintf("its value %s is also choice %d's; give every choice its own value", quote(c.value()), j)
+			return at(kp, "choices", i), fmt.Sprintf("its value %s is also choice %d's; give every choice its own value", prose.Quote(c.value()), j)
 		}
 		seen[c.value()] = i
 	}
 	if a := k.Answer; a != nil {
 		for i, v := range a.Choices {
 			if _, ok := seen[v]; !ok {
-				return at(kp, "answer", "choices", i), fmt.Sprintf("%s is not the value of any choice; answer with the values of the question's choices", quote(v))
+				return at(kp, "answer", "choices", i), fmt.Sprintf("%s is not the value of any choice; answer with the values of the question's choices", prose.Quote(v))
 			}
 		}
 		if len(a.Choices) > 1 && !k.Multiple {
@@ -319,12 +320,12 @@ func (k *formKind) check(kp string) (string, string) {
 	for i, f := range k.Fields {
 		fp := at(kp, "fields", i)
 		if j, dup := seen[f.Name]; dup {
-			return at(fp, "name"), fmt.Sprintf("the name %s is also field %d's; give every field its own name", quote(f.Name), j)
+			return at(fp, "name"), fmt.Sprintf("the name %s is also field %d's; give every field its own name", prose.Quote(f.Name), j)
 		}
 		seen[f.Name] = i
 		for j, c := range f.Choices {
 			if slices.Index(f.Choices, c) != j {
-				return at(fp, "choices", j), fmt.Sprintf("%s is listed twice; list each choice once", quote(c))
+				return at(fp, "choices", j), fmt.Sprintf("%s is listed twice; list each choice once", prose.Quote(c))
 			}
 		}
 		if f.Min != nil && f.Max != nil && *f.Min > *f.Max {
@@ -338,14 +339,14 @@ func (k *formKind) check(kp string) (string, string) {
 			var v string
 			_ = json.Unmarshal(f.Value, &v)
 			if !slices.Contains(f.Choices, v) {
-				return at(fp, "value"), fmt.Sprintf("%s is not one of the field's choices; use one of them", quote(v))
+				return at(fp, "value"), fmt.Sprintf("%s is not one of the field's choices; use one of them", prose.Quote(v))
 			}
 		case "multichoice":
 			var vs []string
 			_ = json.Unmarshal(f.Value, &vs)
 			for j, v := range vs {
 				if !slices.Contains(f.Choices, v) {
-					return at(fp, "value", j), fmt.Sprintf("%s is not one of the field's choices; use only those", quote(v))
+					return at(fp, "value", j), fmt.Sprintf("%s is not one of the field's choices; use only those", prose.Quote(v))
 				}
 			}
 		case "number":
@@ -416,13 +417,13 @@ func (k *rasterKind) check(kp string) (string, string) {
 				continue
 			}
 			if _, ok := k.Palette[c]; !ok {
-				return at(kp, "rows", i), fmt.Sprintf("cell %d is %s, which the palette does not name; add %s to palette", j, quote(c), quote(c))
+				return at(kp, "rows", i), fmt.Sprintf("cell %d is %s, which the palette does not name; add %s to palette", j, prose.Quote(c), prose.Quote(c))
 			}
 		}
 	}
 	for _, c := range sortedKeys(k.Legend) {
 		if _, ok := k.Palette[c]; !ok {
-			return at(kp, "legend", c), fmt.Sprintf("%s is not in the palette; explain only the palette's characters", quote(c))
+			return at(kp, "legend", c), fmt.Sprintf("%s is not in the palette; explain only the palette's characters", prose.Quote(c))
 		}
 	}
 	return "", ""
@@ -443,7 +444,7 @@ func (k *imageKind) check(kp string) (string, string) {
 	}
 	if len(b) > MaxImageBytes {
 		return at(kp, "data"), fmt.Sprintf("the image is %s bytes once decoded, over the limit of 5 MB (%s bytes); send a smaller image",
-			groupDigits(len(b)), groupDigits(MaxImageBytes))
+			prose.Group(len(b)), prose.Group(MaxImageBytes))
 	}
 	ok := false
 	for _, m := range imageMagic[k.Mime] {

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"slices"
 	"strings"
 )
@@ -63,9 +64,9 @@ func ParsePlacement(s string) (Placement, error) {
 	}
 	if isHostID(s) {
 		return "", &refusal{fmt.Sprintf("placement %s: %s is the host's own, not a placement; use %s",
-			quote(s), strings.ToLower(s), placementList(placements, "or")), ErrUnknownPlacement}
+			prose.Quote(s), strings.ToLower(s), placementList(placements, "or")), ErrUnknownPlacement}
 	}
-	return "", &refusal{fmt.Sprintf("placement %s is unknown; use %s", quote(s), placementList(placements, "or")), ErrUnknownPlacement}
+	return "", &refusal{fmt.Sprintf("placement %s is unknown; use %s", prose.Quote(s), placementList(placements, "or")), ErrUnknownPlacement}
 }
 
 // CheckDefaultPlacement checks a default placement a manifest declares in
@@ -119,7 +120,7 @@ func isHostID(id string) bool {
 // since those are the host's alone (ErrHostID).
 func CheckID(owner Owner, id string) error {
 	if !validID(id) {
-		return &refusal{fmt.Sprintf("placement id %s is not valid; an id is %s", quote(id), idRule), ErrBadID}
+		return &refusal{fmt.Sprintf("placement id %s is not valid; an id is %s", prose.Quote(id), idRule), ErrBadID}
 	}
 	if isHostID(id) {
 		return &refusal{fmt.Sprintf("%s cannot place under %q: input, consent and trust are the host's own ids, and nobody else may place under them; choose another id", owner, id), ErrHostID}
@@ -162,9 +163,9 @@ func ParseOwner(s string) (Owner, error) {
 		if validID(id) {
 			return Owner(s), nil
 		}
-		return "", &refusal{fmt.Sprintf("owner %s: the extension id after \"ext:\" must be %s", quote(s), idRule), ErrBadOwner}
+		return "", &refusal{fmt.Sprintf("owner %s: the extension id after \"ext:\" must be %s", prose.Quote(s), idRule), ErrBadOwner}
 	}
-	return "", &refusal{fmt.Sprintf("owner %s is not valid; an owner is ext:<id>, agent or config", quote(s)), ErrBadOwner}
+	return "", &refusal{fmt.Sprintf("owner %s is not valid; an owner is ext:<id>, agent or config", prose.Quote(s)), ErrBadOwner}
 }
 
 // Ext returns the extension id of an ext:<id> owner, and whether o is one.
@@ -213,7 +214,7 @@ func NodePath(owner Owner, id string) string {
 // or returns an error matching ErrBadNodeID.
 func ParseNodeID(node string) (Owner, string, error) {
 	bad := func() (Owner, string, error) {
-		return "", "", &refusal{fmt.Sprintf("node %s is not a placed node; a node id is placed:<owner>:<id>, such as placed:ext:ci:build-times or placed:agent:todo", quote(node)), ErrBadNodeID}
+		return "", "", &refusal{fmt.Sprintf("node %s is not a placed node; a node id is placed:<owner>:<id>, such as placed:ext:ci:build-times or placed:agent:todo", prose.Quote(node)), ErrBadNodeID}
 	}
 	rest, ok := strings.CutPrefix(node, nodePrefix)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"io"
 	"maps"
 	"math/big"
@@ -115,7 +116,7 @@ func (w *prewalk) surface(v any, path string, depth int) error {
 	const shape = `a surface is {"kind": {"t": "<kind>", …}}`
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return w.fail(path, fmt.Sprintf("expected object, got %s; %s", jsonType(v), shape), nil)
+		return w.fail(path, fmt.Sprintf("expected object, got %s; %s", prose.JSONType(v), shape), nil)
 	}
 	for _, k := range sortedKeys(obj) {
 		if k != "kind" {
@@ -128,7 +129,7 @@ func (w *prewalk) surface(v any, path string, depth int) error {
 	}
 	kobj, ok := kv.(map[string]any)
 	if !ok {
-		return w.fail(at(path, "kind"), fmt.Sprintf("expected object, got %s; %s", jsonType(kv), shape), nil)
+		return w.fail(at(path, "kind"), fmt.Sprintf("expected object, got %s; %s", prose.JSONType(kv), shape), nil)
 	}
 	kpath := at(path, "kind")
 	tv, ok := kobj["t"]
@@ -137,10 +138,10 @@ func (w *prewalk) surface(v any, path string, depth int) error {
 	}
 	t, ok := tv.(string)
 	if !ok {
-		return w.fail(at(kpath, "t"), fmt.Sprintf("expected string, got %s; t names the kind: %s", jsonType(tv), kindList(kinds, "or")), nil)
+		return w.fail(at(kpath, "t"), fmt.Sprintf("expected string, got %s; t names the kind: %s", prose.JSONType(tv), kindList(kinds, "or")), nil)
 	}
 	if !IsKind(t) {
-		return w.fail(at(kpath, "t"), fmt.Sprintf("unknown kind %s; the kinds are %s", quote(t), kindList(kinds, "and")), ErrUnknownKind)
+		return w.fail(at(kpath, "t"), fmt.Sprintf("unknown kind %s; the kinds are %s", prose.Quote(t), kindList(kinds, "and")), ErrUnknownKind)
 	}
 	if w.coreOnly && !IsCore(t) {
 		return w.fail(at(kpath, "t"), fmt.Sprintf("%s is not a core kind, and a fallback may use core kinds only: %s", t, kindList(coreKinds, "or")), ErrNotCore)
@@ -217,7 +218,7 @@ func (w *prewalk) image(kobj map[string]any, kpath string) error {
 	}
 	if n := base64.StdEncoding.DecodedLen(len(data)) - strings.Count(data[max(0, len(data)-2):], "="); n > MaxImageBytes {
 		return w.fail(at(kpath, "data"), fmt.Sprintf("the image is %s bytes once decoded, over the limit of 5 MB (%s bytes); send a smaller image",
-			groupDigits(n), groupDigits(MaxImageBytes)), ErrLimit)
+			prose.Group(n), prose.Group(MaxImageBytes)), ErrLimit)
 	}
 	return nil
 }
@@ -227,7 +228,7 @@ func (w *prewalk) numbers(v any, path string) error {
 	switch x := v.(type) {
 	case json.Number:
 		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
-			return w.fail(path, fmt.Sprintf("the number %s is out of range; send a number a float64 holds (at most about 1.8e308 in size)", shorten(string(x))), nil)
+			return w.fail(path, fmt.Sprintf("the number %s is out of range; send a number a float64 holds (at most about 1.8e308 in size)", prose.Shorten(string(x))), nil)
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
@@ -288,7 +289,7 @@ func (s *schemaSet) leaf(e *jsonschema.ValidationError, doc any) (string, string
 	switch k := e.ErrorKind.(type) {
 	case *kind.Type:
 		rank = 0
-		reason = fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), jsonType(val))
+		reason = fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), prose.JSONType(val))
 	case *kind.Required:
 		rank = 1
 		missing := slices.Sorted(slices.Values(k.Missing))
@@ -297,14 +298,14 @@ func (s *schemaSet) leaf(e *jsonschema.ValidationError, doc any) (string, string
 		hint = s.propertyDescription(e.SchemaURL, missing[0])
 	case *kind.Const:
 		rank = 2
-		reason = fmt.Sprintf("expected %s, got %s", display(k.Want), display(val))
+		reason = fmt.Sprintf("expected %s, got %s", prose.Display(k.Want), prose.Display(val))
 	case *kind.Enum:
 		rank = 3
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
-			want[i] = display(w)
+			want[i] = prose.Display(w)
 		}
-		reason = fmt.Sprintf("expected one of %s, got %s", strings.Join(want, ", "), display(val))
+		reason = fmt.Sprintf("expected one of %s, got %s", strings.Join(want, ", "), prose.Display(val))
 		hint = ""
 	case *kind.AdditionalProperties:
 		rank = 4
@@ -335,7 +336,7 @@ func (s *schemaSet) leaf(e *jsonschema.ValidationError, doc any) (string, string
 	case *kind.ExclusiveMaximum:
 		reason = fmt.Sprintf("expected less than %s, got %s", ratString(k.Want), ratString(k.Got))
 	case *kind.Pattern:
-		reason = fmt.Sprintf("%s is not in the expected form", display(k.Got))
+		reason = fmt.Sprintf("%s is not in the expected form", prose.Display(k.Got))
 	case *kind.Not, *kind.FalseSchema:
 		reason = "not allowed here"
 	default:
@@ -361,7 +362,7 @@ func (s *schemaSet) description(loc string) string {
 		return ""
 	}
 	d, _ := sch["description"].(string)
-	return clause(d)
+	return prose.Clause(d)
 }
 
 // propertyDescription returns the description of property name in the
@@ -376,7 +377,7 @@ func (s *schemaSet) propertyDescription(loc, name string) string {
 			continue
 		}
 		if d, ok := sch["description"].(string); ok {
-			return clause(d)
+			return prose.Clause(d)
 		}
 		if ref, ok := sch["$ref"].(string); ok {
 			if strings.HasPrefix(ref, "#") {
@@ -387,20 +388,6 @@ func (s *schemaSet) propertyDescription(loc, name string) string {
 		return ""
 	}
 	return ""
-}
-
-// clause turns a description sentence into a clause that follows "; ".
-func clause(d string) string {
-	d = strings.TrimSuffix(strings.TrimSpace(d), ".")
-	r, size := utf8.DecodeRuneInString(d)
-	if size == 0 {
-		return ""
-	}
-	next, _ := utf8.DecodeRuneInString(d[size:])
-	if r >= 'A' && r <= 'Z' && !(next >= 'A' && next <= 'Z') {
-		d = string(r+'a'-'A') + d[size:]
-	}
-	return d
 }
 
 // valueAt returns the value at the reference tokens in doc.
@@ -424,54 +411,6 @@ func valueAt(doc any, toks []string) (any, bool) {
 		}
 	}
 	return v, true
-}
-
-// jsonType names the JSON type of a decoded value.
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case json.Number, float64, int:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-// display shows a decoded value in a refusal: scalars as JSON, strings
-// shortened, containers by type.
-func display(v any) string {
-	switch x := v.(type) {
-	case string:
-		return quote(x)
-	case json.Number:
-		return shorten(string(x))
-	case bool:
-		return strconv.FormatBool(x)
-	case nil:
-		return "null"
-	}
-	return "an " + jsonType(v)
-}
-
-// quote quotes a string for a refusal, shortened to 40 characters.
-func quote(s string) string {
-	return strconv.Quote(shorten(s))
-}
-
-func shorten(s string) string {
-	const most = 40
-	if utf8.RuneCountInString(s) <= most {
-		return s
-	}
-	return string([]rune(s)[:most-1]) + "…"
 }
 
 func ratString(r *big.Rat) string {
@@ -498,19 +437,6 @@ func kindList(names []string, conj string) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
-}
-
-// groupDigits writes n with commas between thousands, as 5,000,000.
-func groupDigits(n int) string {
-	s := strconv.Itoa(n)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

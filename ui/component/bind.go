@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"slices"
 	"strings"
 
@@ -55,7 +56,7 @@ func (s *Structure) Bind(data json.RawMessage) (*Bound, error) {
 }
 
 func notObject(v any) *Error {
-	return refuse(ErrNotObject, "", fmt.Sprintf("the data is %s, not an object; data is one JSON object, such as {\"items\": [...]} around an array", article(jsonType(v))))
+	return refuse(ErrNotObject, "", fmt.Sprintf("the data is %s, not an object; data is one JSON object, such as {\"items\": [...]} around an array", prose.Article(prose.JSONType(v))))
 }
 
 // bindError is a bind failure before it becomes an *Error: static is true
@@ -164,7 +165,7 @@ func (b *binder) button(n *node, kind map[string]any) (map[string]any, bool, err
 	if !ok || strings.TrimSpace(label) == "" {
 		got := "an empty string"
 		if !ok {
-			got = article(jsonType(kind["label"]))
+			got = prose.Article(prose.JSONType(kind["label"]))
 			if _, has := kind["label"]; !has {
 				got = "nothing"
 			}
@@ -177,7 +178,7 @@ func (b *binder) button(n *node, kind map[string]any) (map[string]any, bool, err
 	}
 	href, ok := hv.(string)
 	if !ok {
-		return nil, false, b.propError(n, "/href", fmt.Sprintf("a link's href must be a string, got %s; bind it to an http(s) URL or a workspace path", article(jsonType(hv))))
+		return nil, false, b.propError(n, "/href", fmt.Sprintf("a link's href must be a string, got %s; bind it to an http(s) URL or a workspace path", prose.Article(prose.JSONType(hv))))
 	}
 	if _, err := CheckHref(href); err != nil {
 		e := b.propError(n, "/href", err.Error())
@@ -230,15 +231,4 @@ func (b *binder) explain(ue *ui.Error) error {
 		rel = ""
 	}
 	return b.propError(best.n, rel, ue.Reason)
-}
-
-// article puts a or an before a JSON type name.
-func article(t string) string {
-	switch t {
-	case "array", "object":
-		return "an " + t
-	case "null":
-		return "null"
-	}
-	return "a " + t
 }

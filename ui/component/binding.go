@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"strconv"
 	"strings"
 	"unicode"
@@ -485,7 +486,7 @@ type exprParser struct {
 
 func (p *exprParser) done() bool   { return p.i >= len(p.s) }
 func (p *exprParser) peek() byte   { return p.s[p.i] }
-func (p *exprParser) rest() string { return shorten(p.s[p.i:]) }
+func (p *exprParser) rest() string { return prose.Shorten(p.s[p.i:]) }
 
 func (p *exprParser) fail(at int, reason string) error {
 	return &SyntaxError{Offset: p.off + at, Reason: reason}
@@ -535,7 +536,7 @@ func (p *exprParser) operand() (operand, error) {
 	case c == '-' || c >= '0' && c <= '9':
 		w := p.word()
 		if !isJSONNumber(w) {
-			return operand{}, p.fail(start, fmt.Sprintf("%q is not a JSON number; write numbers such as 3, -1.5 or 2e3", shorten(w)))
+			return operand{}, p.fail(start, fmt.Sprintf("%q is not a JSON number; write numbers such as 3, -1.5 or 2e3", prose.Shorten(w)))
 		}
 		return operand{lit: json.Number(w)}, nil
 	}
@@ -554,7 +555,7 @@ func (p *exprParser) operand() (operand, error) {
 	if w == "" {
 		w = p.s[start:min(start+1, len(p.s))]
 	}
-	return operand{}, p.fail(start, fmt.Sprintf("%q is not a value; write %s (a pointer starts with /)", shorten(w), operandHelp))
+	return operand{}, p.fail(start, fmt.Sprintf("%q is not a value; write %s (a pointer starts with /)", prose.Shorten(w), operandHelp))
 }
 
 func (p *exprParser) cmp() string {
@@ -608,7 +609,7 @@ func (p *exprParser) format() (format, error) {
 	if w == "" {
 		return f, p.fail(start, "the format is missing after |; "+formatHelp)
 	}
-	return f, p.fail(start, fmt.Sprintf("unknown format %q; %s", shorten(w), formatHelp))
+	return f, p.fail(start, fmt.Sprintf("unknown format %q; %s", prose.Shorten(w), formatHelp))
 }
 
 func isNoun(s string) bool {
@@ -643,7 +644,7 @@ func splitPointer(p string) ([]string, error) {
 		return []string{}, nil
 	}
 	if p[0] != '/' {
-		return nil, fmt.Errorf("%q is not a JSON pointer; a pointer starts with /, such as /runs/0/name", shorten(p))
+		return nil, fmt.Errorf("%q is not a JSON pointer; a pointer starts with /, such as /runs/0/name", prose.Shorten(p))
 	}
 	toks := strings.Split(p[1:], "/")
 	for i, t := range toks {
@@ -652,7 +653,7 @@ func splitPointer(p string) ([]string, error) {
 		}
 		for j := 0; j < len(t); j++ {
 			if t[j] == '~' && (j+1 >= len(t) || t[j+1] != '0' && t[j+1] != '1') {
-				return nil, fmt.Errorf("the pointer %q has a ~ that is not ~0 or ~1; write ~0 for ~ and ~1 for /", shorten(p))
+				return nil, fmt.Errorf("the pointer %q has a ~ that is not ~0 or ~1; write ~0 for ~ and ~1 for /", prose.Shorten(p))
 			}
 		}
 		t = strings.ReplaceAll(t, "~1", "/")
@@ -733,13 +734,4 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// shorten cuts s to 40 characters for a refusal.
-func shorten(s string) string {
-	const most = 40
-	if utf8.RuneCountInString(s) <= most {
-		return s
-	}
-	return string([]rune(s)[:most-1]) + "…"
 }

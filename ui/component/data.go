@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"slices"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -130,7 +131,7 @@ func (d *Data) patchError(patch jsonpatch.Patch) error {
 			reason = "it is not a valid operation"
 		}
 		p := fmt.Sprintf("/%d", i)
-		return refuse(ErrPatch, p, fmt.Sprintf("the patch at %s (%s %s) does not apply: %s; check it against the current data (nothing was applied, and the data is unchanged)", p, kind, shorten(path), reason))
+		return refuse(ErrPatch, p, fmt.Sprintf("the patch at %s (%s %s) does not apply: %s; check it against the current data (nothing was applied, and the data is unchanged)", p, kind, prose.Shorten(path), reason))
 	}
 	return refuse(ErrPatch, "", "the patch does not apply; check it against the current data (nothing was applied, and the data is unchanged)")
 }
@@ -194,7 +195,7 @@ func (d *Data) checkSize(n int) error {
 		return nil
 	}
 	return refuse(ErrTooLarge, "", fmt.Sprintf("the data is %s bytes, over limits.dataBytes (%s); send less (page or trim long lists), or raise limits.dataBytes; the last good data is kept",
-		groupInt(n), groupInt(d.opts.Limits.DataBytes)))
+		prose.Group(n), prose.Group(d.opts.Limits.DataBytes)))
 }
 
 // commit makes c the last good data and returns the change.

@@ -2,6 +2,7 @@ package component
 
 import (
 	"encoding/json"
+	"github.com/getorrery/orrery/internal/prose"
 	"math"
 	"strconv"
 	"strings"
@@ -90,7 +91,7 @@ func (f format) apply(v any) string {
 		if f.places >= 0 {
 			ip, fp = roundHalfUp(ip, fp, f.places)
 		}
-		return signed(neg, group(ip), fp)
+		return signed(neg, prose.GroupDigits(ip), fp)
 	case "percent":
 		neg, ip, fp, ok := decimal(n)
 		if !ok {
@@ -103,7 +104,7 @@ func (f format) apply(v any) string {
 		} else {
 			fp += strings.Repeat("0", places-len(fp))
 		}
-		return signed(neg, group(ip), fp) + "%"
+		return signed(neg, prose.GroupDigits(ip), fp) + "%"
 	case "duration":
 		return duration(number(n))
 	case "count":
@@ -113,7 +114,7 @@ func (f format) apply(v any) string {
 		}
 		text := numberText(n)
 		if neg, ip, fp, ok := decimal(n); ok {
-			text = signed(neg, group(ip), fp)
+			text = signed(neg, prose.GroupDigits(ip), fp)
 		}
 		return text + " " + noun
 	}
@@ -182,21 +183,6 @@ func signed(neg bool, ip, fp string) string {
 		s = "-" + s
 	}
 	return s
-}
-
-// group puts a comma between each three integer digits: 1,234,567.
-func group(ip string) string {
-	if len(ip) <= 3 {
-		return ip
-	}
-	var b strings.Builder
-	for i := 0; i < len(ip); i++ {
-		if i > 0 && (len(ip)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte(ip[i])
-	}
-	return b.String()
 }
 
 // duration writes seconds as the largest unit and the next (days d, hours h,

@@ -2,6 +2,7 @@ package component
 
 import (
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	neturl "net/url"
 	"path"
 	"strings"
@@ -38,7 +39,7 @@ const linkHelp = "a link may name an http:// or https:// URL or a relative path 
 // drive, and any .. element.
 func CheckHref(href string) (Link, error) {
 	bad := func(reason string) (Link, error) {
-		return Link{}, refuse(ErrLink, "", fmt.Sprintf("the link %q is refused: %s", shorten(href), reason))
+		return Link{}, refuse(ErrLink, "", fmt.Sprintf("the link %q is refused: %s", prose.Shorten(href), reason))
 	}
 	if href == "" {
 		return Link{}, refuse(ErrLink, "", "the link is empty; "+linkHelp)
@@ -63,7 +64,7 @@ func CheckHref(href string) (Link, error) {
 		if len(scheme) == 1 {
 			return bad("it is an absolute path on a drive; write the path relative to the workspace, such as docs/report.md")
 		}
-		return bad(fmt.Sprintf("%s: links are not opened; %s", strings.ToLower(shorten(scheme)), linkHelp))
+		return bad(fmt.Sprintf("%s: links are not opened; %s", strings.ToLower(prose.Shorten(scheme)), linkHelp))
 	}
 	if strings.Contains(href, `\`) {
 		return bad(`it has a backslash; write a workspace path with / between its parts, such as docs/report.md`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	neturl "net/url"
 	"slices"
 	"strings"
@@ -238,18 +239,18 @@ func leaf(e *jsonschema.ValidationError, doc any) leafFailure {
 	val, _ := lookup(doc, e.InstanceLocation)
 	switch k := e.ErrorKind.(type) {
 	case *kind.Type:
-		return leafFailure{path, fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), jsonType(val)), 0}
+		return leafFailure{path, fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), prose.JSONType(val)), 0}
 	case *kind.Required:
 		missing := slices.Sorted(slices.Values(k.Missing))
 		return leafFailure{path + "/" + escapeToken(missing[0]), "a required field is missing", 1}
 	case *kind.Const:
-		return leafFailure{path, fmt.Sprintf("expected %s, got %s", display(k.Want), display(val)), 2}
+		return leafFailure{path, fmt.Sprintf("expected %s, got %s", prose.Display(k.Want), prose.Display(val)), 2}
 	case *kind.Enum:
 		want := make([]string, len(k.Want))
 		for i, w := range k.Want {
-			want[i] = display(w)
+			want[i] = prose.Display(w)
 		}
-		return leafFailure{path, fmt.Sprintf("expected one of %s, got %s", strings.Join(want, ", "), display(val)), 3}
+		return leafFailure{path, fmt.Sprintf("expected one of %s, got %s", strings.Join(want, ", "), prose.Display(val)), 3}
 	case *kind.AdditionalProperties:
 		props := slices.Sorted(slices.Values(k.Properties))
 		return leafFailure{path + "/" + escapeToken(props[0]), "the schema allows no such field", 4}
@@ -272,7 +273,7 @@ func leaf(e *jsonschema.ValidationError, doc any) leafFailure {
 	case *kind.MaxLength:
 		return leafFailure{path, fmt.Sprintf("expected at most %d characters, got %d", k.Want, k.Got), 5}
 	case *kind.Pattern:
-		return leafFailure{path, fmt.Sprintf("%s does not match the pattern %s", display(k.Got), k.Want), 5}
+		return leafFailure{path, fmt.Sprintf("%s does not match the pattern %s", prose.Display(k.Got), k.Want), 5}
 	}
 	return leafFailure{path, e.ErrorKind.LocalizedString(message.NewPrinter(language.English)), 5}
 }

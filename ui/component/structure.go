@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/getorrery/orrery/internal/prose"
 	"regexp"
 	"slices"
 	"strconv"
@@ -105,7 +106,7 @@ func Parse(structure json.RawMessage, limits Limits) (*Structure, error) {
 	}
 	if n := compact.Len(); n > limits.ComponentBytes {
 		return nil, refuse(ErrTooLarge, "", fmt.Sprintf("the structure is %s bytes, over limits.componentBytes (%s); make it smaller, moving repeated content into the data, or raise limits.componentBytes",
-			groupInt(n), groupInt(limits.ComponentBytes)))
+			prose.Group(n), prose.Group(limits.ComponentBytes)))
 	}
 	doc, err := decode(compact.Bytes())
 	if err != nil {
@@ -134,7 +135,7 @@ func MustParse(structure string) *Structure {
 func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, refuse(ErrStructure, path, fmt.Sprintf("%s: expected a node object, got %s; %s", structAt(path), jsonType(v), nodeShape))
+		return nil, refuse(ErrStructure, path, fmt.Sprintf("%s: expected a node object, got %s; %s", structAt(path), prose.JSONType(v), nodeShape))
 	}
 	tv, ok := obj["type"]
 	if !ok {
@@ -142,11 +143,11 @@ func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 	}
 	name, ok := tv.(string)
 	if !ok {
-		return nil, refuse(ErrStructure, path+"/type", fmt.Sprintf("structure %s/type: expected a string, got %s; the types of %s are %s", path, jsonType(tv), CatalogID, typeNames()))
+		return nil, refuse(ErrStructure, path+"/type", fmt.Sprintf("structure %s/type: expected a string, got %s; the types of %s are %s", path, prose.JSONType(tv), CatalogID, typeNames()))
 	}
 	t, ok := lookupType(name)
 	if !ok {
-		return nil, refuse(ErrUnknownType, path+"/type", fmt.Sprintf("structure %s/type: unknown type %q; the types of %s are %s", path, shorten(name), CatalogID, typeNames()))
+		return nil, refuse(ErrUnknownType, path+"/type", fmt.Sprintf("structure %s/type: unknown type %q; the types of %s are %s", path, prose.Shorten(name), CatalogID, typeNames()))
 	}
 	n := &node{path: path, typ: name}
 	if name == ui.KindStack {
@@ -169,7 +170,7 @@ func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 		case k == "children" && name == ui.KindStack:
 			kids, ok := obj[k].([]any)
 			if !ok {
-				return nil, refuse(ErrStructure, kp, fmt.Sprintf("structure %s: expected an array of nodes, got %s; a stack's children are nodes, such as [{\"type\": \"text\", \"value\": \"…\"}]", kp, jsonType(obj[k])))
+				return nil, refuse(ErrStructure, kp, fmt.Sprintf("structure %s: expected an array of nodes, got %s; a stack's children are nodes, such as [{\"type\": \"text\", \"value\": \"…\"}]", kp, prose.JSONType(obj[k])))
 			}
 			if len(kids) == 0 {
 				return nil, refuse(ErrStructure, kp, fmt.Sprintf("structure %s: a stack needs at least one child node", kp))
@@ -187,7 +188,7 @@ func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 				if k == "t" {
 					hint = "; a node names its type with type, not t"
 				}
-				return nil, refuse(ErrStructure, kp, fmt.Sprintf("structure %s: a %s has no prop %s%s; its props are %s, and any node may have on and when", kp, name, shorten(k), hint, t.propNames()))
+				return nil, refuse(ErrStructure, kp, fmt.Sprintf("structure %s: a %s has no prop %s%s; its props are %s, and any node may have on and when", kp, name, prose.Shorten(k), hint, t.propNames()))
 			}
 			v, err := compileValue(obj[k], kp, "/"+escapeToken(k))
 			if err != nil {
@@ -198,7 +199,7 @@ func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 	}
 	for _, p := range t.Props {
 		if _, has := obj[p.Name]; p.Required && !has {
-			return nil, refuse(ErrStructure, path+"/"+p.Name, fmt.Sprintf("structure %s/%s: a %s needs %s; %s", path, p.Name, name, p.Name, clause(p.Description)))
+			return nil, refuse(ErrStructure, path+"/"+p.Name, fmt.Sprintf("structure %s/%s: a %s needs %s; %s", path, p.Name, name, p.Name, prose.Clause(p.Description)))
 		}
 	}
 	if name == TypeButton {
@@ -219,7 +220,7 @@ func (s *Structure) parseNode(v any, path string, stacks int) (*node, error) {
 func (n *node) parseOn(v any, path string, t Type) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return refuse(ErrStructure, path, fmt.Sprintf(`structure %s: expected an object, got %s; on maps an event to an action, such as {"press": "retry"}`, path, jsonType(v)))
+		return refuse(ErrStructure, path, fmt.Sprintf(`structure %s: expected an object, got %s; on maps an event to an action, such as {"press": "retry"}`, path, prose.JSONType(v)))
 	}
 	n.on = map[string]string{}
 	for _, ev := range sortedKeys(obj) {
@@ -229,11 +230,11 @@ func (n *node) parseOn(v any, path string, t Type) error {
 			if len(t.Events) > 0 {
 				what = "sends " + list(t.Events, "and") + " only"
 			}
-			return refuse(ErrStructure, ep, fmt.Sprintf("structure %s: a %s %s, not %s; the events are press (button), submit (form, question), select (table, tree, question) and open (table, tree)", ep, t.Name, what, shorten(ev)))
+			return refuse(ErrStructure, ep, fmt.Sprintf("structure %s: a %s %s, not %s; the events are press (button), submit (form, question), select (table, tree, question) and open (table, tree)", ep, t.Name, what, prose.Shorten(ev)))
 		}
 		a, ok := obj[ev].(string)
 		if !ok || !actionPattern.MatchString(a) {
-			return refuse(ErrStructure, ep, fmt.Sprintf("structure %s: an action is a string of 1 to 64 letters, digits, _, ., : or - that starts with a letter or digit, such as \"retry\"; got %s", ep, display(obj[ev])))
+			return refuse(ErrStructure, ep, fmt.Sprintf("structure %s: an action is a string of 1 to 64 letters, digits, _, ., : or - that starts with a letter or digit, such as \"retry\"; got %s", ep, prose.Display(obj[ev])))
 		}
 		n.on[ev] = a
 	}
@@ -257,7 +258,7 @@ func (n *node) parseWhen(v any, path string) error {
 		n.when = t
 		return nil
 	}
-	return refuse(ErrStructure, path, fmt.Sprintf("structure %s: expected a string or boolean, got %s; %s", path, jsonType(v), help))
+	return refuse(ErrStructure, path, fmt.Sprintf("structure %s: expected a string or boolean, got %s; %s", path, prose.JSONType(v), help))
 }
 
 // compileValue compiles a prop value at path (rel is its pointer relative
@@ -357,10 +358,10 @@ func (s *Structure) CheckAction(action string) error {
 		}
 	}
 	if len(names) == 0 {
-		return refuse(ErrUndeclaredAction, "", fmt.Sprintf(`the component declares no action %q, and no action at all; declare one in a node's on, such as {"type": "button", "label": "Retry", "on": {"press": "retry"}}`, shorten(action)))
+		return refuse(ErrUndeclaredAction, "", fmt.Sprintf(`the component declares no action %q, and no action at all; declare one in a node's on, such as {"type": "button", "label": "Retry", "on": {"press": "retry"}}`, prose.Shorten(action)))
 	}
 	slices.Sort(names)
-	return refuse(ErrUndeclaredAction, "", fmt.Sprintf("the component declares no action %q; send one it declares: %s", shorten(action), list(quoteAll(names), "or")))
+	return refuse(ErrUndeclaredAction, "", fmt.Sprintf("the component declares no action %q; send one it declares: %s", prose.Shorten(action), list(quoteAll(names), "or")))
 }
 
 // checkStatic binds the structure to {} and refuses a failure in a prop
