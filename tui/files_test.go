@@ -76,13 +76,10 @@ func TestMentionAttachedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, _, err := sess.Read(context.Background(), 0, 100000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	attached := false
 	for range 200 {
-		if fs, _, err = sess.Read(context.Background(), 0, 100000); err != nil {
+		fs, _, err := sess.Read(context.Background(), 0, 100000)
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range fs {
