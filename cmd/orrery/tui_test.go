@@ -18,7 +18,7 @@ import (
 func TestTUIInTmux(t *testing.T) {
 	tt := startTmux(t, 120, 40)
 	tm, waitFor := tt.tm, tt.waitFor
-	tm("new-window", "-t", "t", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+"; sleep 60")
+	tm("new-window", "-t", "t:", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+"; sleep 60")
 	tm("resize-window", "-t", "t:app", "-x", "120", "-y", "40")
 	waitFor("the status line of an idle session", has("orrery · ses_", "idle"))
 
@@ -179,7 +179,7 @@ func TestTUIHostileSurfaceInTmux(t *testing.T) {
 	if err := os.WriteFile(path, script, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tt.tm("new-window", "-t", "t", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+" --model script:"+path+"; sleep 60")
+	tt.tm("new-window", "-t", "t:", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+" --model script:"+path+"; sleep 60")
 	tt.tm("resize-window", "-t", "t:app", "-x", "80", "-y", "24")
 	tt.waitFor("the status line of an idle session", has("orrery · ses_", "idle"))
 	tt.tm("send-keys", "-t", "t:app", "-l", "show the evil")
@@ -258,7 +258,7 @@ func TestTUIFormInTmux(t *testing.T) {
 	if err := os.WriteFile(path, script, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tt.tm("new-window", "-t", "t", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+" --model script:"+path+"; sleep 60")
+	tt.tm("new-window", "-t", "t:", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+" --model script:"+path+"; sleep 60")
 	tt.tm("resize-window", "-t", "t:app", "-x", "80", "-y", "24")
 	tt.waitFor("the status line of an idle session", has("orrery · ses_", "idle"))
 	tt.tm("send-keys", "-t", "t:app", "-l", "a form please")
