@@ -1,9 +1,7 @@
 package bench_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,16 +23,17 @@ import (
 // 1000), ORRERY_BENCH_SECONDS (window, default 10), ORRERY_BENCH_QUIET
 // (seconds to wait for the machine's other processes to go idle) and
 // ORRERY_BENCH_PROFILE (a directory for a CPU profile of each window)
-// change the scenario. The subscribers run in this process and share its
-// two cores with the server: CPU figures are the whole process. See
-// docs/PERFORMANCE.md.
+// change the scenario. The subscribers run in the subscriber program
+// (bench/fanout/subscribers, built on first use), a process of their own,
+// so CPU figures are the server's; ORRERY_BENCH_INPROCESS=1 runs them in
+// this process instead. See docs/PERFORMANCE.md.
 
 // BenchmarkFanout streams one session's text deltas at cfg.Rate frames/s to
 // cfg.Subs subscribers over SSE (GET /events?since=<head>) and WebSocket
 // (GET /ws, session.attach with since), beside the stdlib ceiling in the
-// same run. Latency runs from the provider emitting the delta (before the
-// kernel sequences, encodes, commits and publishes it) to a subscriber
-// reading its bytes.
+// same run. Latency runs from the stamp in the delta's text, taken as the
+// delta is handed to the provider (before the kernel sequences, encodes,
+// commits and publishes it), to a subscriber reading its bytes.
 func BenchmarkFanout(b *testing.B) {
 	cfg := fanout.ConfigFromEnv()
 	b.Run("orrery-sse", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "sse")) })
@@ -56,9 +55,7 @@ func BenchmarkFanoutIdle(b *testing.B) {
 			b.Fatal(err)
 		}
 		park := fanout.NewPark(b, false)
-		fanout.ReportIdle(b, cfg.Subs, park.DialSSE(client), func(ctx context.Context, _ int) (fanout.Conn, error) {
-			return fanout.DialSSE(ctx, client, r.http.URL+"/events?session=idle&since=0", nil)
-		})
+		fanout.ReportIdle(b, cfg, park.DialSSE(client), fanout.Subscribers{Transport: "sse", URL: r.http.URL + "/events?session=idle&since=0"})
 	})
 	b.Run("orrery-ws", func(b *testing.B) {
 		r := newRig(b, &feed{})
@@ -67,19 +64,17 @@ func BenchmarkFanoutIdle(b *testing.B) {
 		}
 		park := fanout.NewPark(b, true)
 		hello := attachRequest("idle", 0)
-		fanout.ReportIdle(b, cfg.Subs, park.DialWS(hello), func(ctx context.Context, _ int) (fanout.Conn, error) {
-			return fanout.DialWS(ctx, wsURL(r.http.URL), fanout.WSOptions{Hello: hello, Ready: attachReply})
-		})
+		fanout.ReportIdle(b, cfg, park.DialWS(hello), wsSubscribers(r.http.URL, hello))
 	})
 	b.Run("ceiling-sse", func(b *testing.B) {
 		c := fanout.NewCeilingSSE(b)
 		park := fanout.NewPark(b, false)
-		fanout.ReportIdle(b, cfg.Subs, park.DialSSE(client), c.System().Dial)
+		fanout.ReportIdle(b, cfg, park.DialSSE(client), c.System().Subscribers)
 	})
 	b.Run("ceiling-ws", func(b *testing.B) {
 		c := fanout.NewCeilingWS(b)
 		park := fanout.NewPark(b, true)
-		fanout.ReportIdle(b, cfg.Subs, park.DialWS(nil), c.System().Dial)
+		fanout.ReportIdle(b, cfg, park.DialWS(nil), c.System().Subscribers)
 	})
 }
 
@@ -113,9 +108,8 @@ func orreryFanout(b *testing.B, transport string) fanout.System {
 			b.Errorf("head = %d, want %d (base %d + %d deltas): latencies are mismatched", head, want, base, sent.Load())
 		}
 	})
-	publish := func(i uint64, stamp func(uint64)) {
-		stamp(base + i)
-		f.deltas <- "tok "
+	publish := func(uint64) {
+		f.deltas <- fanout.Stamp()
 		sent.Add(1)
 	}
 	// The probe is one more subscriber, in process: it sees each frame when
@@ -137,32 +131,19 @@ func orreryFanout(b *testing.B, transport string) fanout.System {
 			now := rx.Now()
 			frames = sub.Take(frames[:0])
 			for _, f := range frames {
-				rx.Frame(f.Seq, now)
+				rx.Frame(f.Seq, fanout.FindStamp(f.Data), now)
 			}
 		}
 	}
+	sys := fanout.System{Publish: publish, Probe: probe}
 	if transport == "ws" {
-		hello := attachRequest("fanout", base)
-		url := wsURL(r.http.URL)
-		return fanout.System{
-			Dial: func(ctx context.Context, _ int) (fanout.Conn, error) {
-				return fanout.DialWS(ctx, url, fanout.WSOptions{Hello: hello, Ready: attachReply})
-			},
-			Publish: publish,
-			Probe:   probe,
-		}
-	}
-	client := fanout.NewHTTPClient()
-	url := r.http.URL + "/events?session=fanout&since=" + strconv.FormatUint(base, 10)
-	return fanout.System{
+		sys.Subscribers = wsSubscribers(r.http.URL, attachRequest("fanout", base))
+	} else {
 		// The handler subscribes before it answers: the headers mean the
 		// subscription is live.
-		Dial: func(ctx context.Context, _ int) (fanout.Conn, error) {
-			return fanout.DialSSE(ctx, client, url, nil)
-		},
-		Publish: publish,
-		Probe:   probe,
+		sys.Subscribers = fanout.Subscribers{Transport: "sse", URL: r.http.URL + "/events?session=fanout&since=" + strconv.FormatUint(base, 10)}
 	}
+	return sys
 }
 
 // waitForDelta returns the seq of the first TEXT_MESSAGE_CONTENT sub gets.
@@ -191,13 +172,8 @@ func attachRequest(session string, since uint64) []byte {
 	return fmt.Appendf(nil, `{"t":"session.attach","id":"a","session":%q,"since":%d}`, session, since)
 }
 
-// attachReply recognises the reply to attachRequest.
-func attachReply(line []byte) (bool, error) {
-	if !bytes.Contains(line, []byte(`"reqId":"a"`)) {
-		return false, nil
-	}
-	if !bytes.Contains(line, []byte(`"ok":true`)) {
-		return false, errors.New("attach refused: " + string(line))
-	}
-	return true, nil
+// wsSubscribers attaches over GET /ws with hello (an attachRequest), ready
+// once its reply is in.
+func wsSubscribers(httpURL string, hello []byte) fanout.Subscribers {
+	return fanout.Subscribers{Transport: "ws", URL: wsURL(httpURL), Hello: hello, Ready: `"reqId":"a"`, ReadyOK: `"ok":true`}
 }

@@ -1,9 +1,7 @@
 package centrifuge_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -31,7 +29,7 @@ const channel = "fanout"
 // cfg.Subs subscribers over centrifuge's SSE (emulation) and WebSocket
 // transports, beside the stdlib ceiling. Each publication's data is a frame
 // shaped like Orrery's streamed text delta. Latency runs from just before
-// Node.Publish to a subscriber reading the bytes.
+// Node.Publish (the stamp in the frame) to a subscriber reading the bytes.
 func BenchmarkFanout(b *testing.B) {
 	cfg := fanout.ConfigFromEnv()
 	b.Run("centrifuge-sse", func(b *testing.B) { fanout.Run(b, cfg, centrifugeFanout(b, "sse")) })
@@ -48,12 +46,12 @@ func BenchmarkFanoutIdle(b *testing.B) {
 	b.Run("centrifuge-sse", func(b *testing.B) {
 		srv := newNode(b)
 		park := fanout.NewPark(b, false)
-		fanout.ReportIdle(b, cfg.Subs, park.DialSSE(client), srv.dialSSE(client))
+		fanout.ReportIdle(b, cfg, park.DialSSE(client), srv.sseSubscribers())
 	})
 	b.Run("centrifuge-ws", func(b *testing.B) {
 		srv := newNode(b)
 		park := fanout.NewPark(b, true)
-		fanout.ReportIdle(b, cfg.Subs, park.DialWS(connectCommand), srv.dialWS())
+		fanout.ReportIdle(b, cfg, park.DialWS(connectCommand), srv.wsSubscribers())
 	})
 }
 
@@ -103,38 +101,22 @@ func newNode(b *testing.B) *server {
 // the reply carries the server-side subscriptions.
 var connectCommand = []byte(`{"id":1,"connect":{"name":"bench"}}`)
 
-// connectReply recognises the reply to connectCommand.
-func connectReply(line []byte) (bool, error) {
-	if !bytes.HasPrefix(line, []byte(`{"id":1,`)) {
-		return false, nil
-	}
-	if bytes.Contains(line, []byte(`"error"`)) {
-		return false, errors.New("connect refused: " + string(line))
-	}
-	return true, nil
+// The reply to connectCommand starts {"id":1, and holds "connect" (an
+// error reply holds "error" instead); it carries the server-side
+// subscriptions, so the subscriber is subscribed once it is in.
+const (
+	connectReply   = `{"id":1,`
+	connectReplyOK = `"connect":`
+)
+
+func (s *server) sseSubscribers() fanout.Subscribers {
+	return fanout.Subscribers{Transport: "sse", URL: s.http.URL + "/connection/sse?cf_connect=" + url.QueryEscape(string(connectCommand)),
+		Ready: connectReply, ReadyOK: connectReplyOK}
 }
 
-func (s *server) dialSSE(client *http.Client) func(ctx context.Context, i int) (fanout.Conn, error) {
-	u := s.http.URL + "/connection/sse?cf_connect=" + url.QueryEscape(string(connectCommand))
-	return func(ctx context.Context, _ int) (fanout.Conn, error) {
-		// Subscribed once the connect reply is in.
-		return fanout.DialSSE(ctx, client, u, func(line []byte) bool {
-			ok, _ := connectReply(bytes.TrimPrefix(line, []byte("data: ")))
-			return ok
-		})
-	}
-}
-
-func (s *server) dialWS() func(ctx context.Context, i int) (fanout.Conn, error) {
-	u := "ws" + strings.TrimPrefix(s.http.URL, "http") + "/connection/websocket"
-	return func(ctx context.Context, _ int) (fanout.Conn, error) {
-		return fanout.DialWS(ctx, u, fanout.WSOptions{
-			Hello:        connectCommand,
-			Ready:        connectReply,
-			Pong:         []byte("{}"),
-			Subprotocols: []string{"centrifuge-json"},
-		})
-	}
+func (s *server) wsSubscribers() fanout.Subscribers {
+	return fanout.Subscribers{Transport: "ws", URL: "ws" + strings.TrimPrefix(s.http.URL, "http") + "/connection/websocket",
+		Hello: connectCommand, Ready: connectReply, ReadyOK: connectReplyOK, Pong: []byte("{}"), Subprotocols: []string{"centrifuge-json"}}
 }
 
 // centrifugeFanout starts a node and returns it as a system under test.
@@ -144,8 +126,7 @@ func centrifugeFanout(b *testing.B, transport string) fanout.System {
 	s := newNode(b)
 	var warned atomic.Bool
 	sys := fanout.System{
-		Publish: func(i uint64, stamp func(uint64)) {
-			stamp(i)
+		Publish: func(i uint64) {
 			res, err := s.node.Publish(channel, fanout.Frame(i, ""), centrifuge.WithHistory(1000, 5*time.Minute))
 			if (err != nil || res.Offset != i) && !warned.Swap(true) {
 				b.Errorf("Publish %d: offset %d, %v: latencies are mismatched", i, res.Offset, err)
@@ -153,9 +134,9 @@ func centrifugeFanout(b *testing.B, transport string) fanout.System {
 		},
 	}
 	if transport == "ws" {
-		sys.Dial = s.dialWS()
+		sys.Subscribers = s.wsSubscribers()
 	} else {
-		sys.Dial = s.dialSSE(fanout.NewHTTPClient())
+		sys.Subscribers = s.sseSubscribers()
 	}
 	return sys
 }

@@ -1,6 +1,6 @@
 module github.com/getorrery/orrery/bench/centrifuge
 
-go 1.26.0
+go 1.26.7
 
 require (
 	github.com/centrifugal/centrifuge v0.40.1

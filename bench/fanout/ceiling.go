@@ -44,12 +44,12 @@ type ceilingSub struct {
 }
 
 // NewCeilingSSE starts a ceiling serving SSE at URL.
-func NewCeilingSSE(b *testing.B) *Ceiling { return newCeiling(b, false) }
+func NewCeilingSSE(b testing.TB) *Ceiling { return newCeiling(b, false) }
 
 // NewCeilingWS starts a ceiling serving WebSocket at URL (ws://).
-func NewCeilingWS(b *testing.B) *Ceiling { return newCeiling(b, true) }
+func NewCeilingWS(b testing.TB) *Ceiling { return newCeiling(b, true) }
 
-func newCeiling(b *testing.B, ws bool) *Ceiling {
+func newCeiling(b testing.TB, ws bool) *Ceiling {
 	c := &Ceiling{ws: ws, wake: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	go c.publisher(done)
@@ -92,15 +92,14 @@ func (s *ceilingSub) take(dst [][]byte) [][]byte {
 	return dst
 }
 
-// Publish queues frame seq for every subscriber.
-func (c *Ceiling) Publish(seq uint64, stamp func(uint64)) {
+// Publish queues frame seq, stamped now, for every subscriber.
+func (c *Ceiling) Publish(seq uint64) {
 	var data []byte
 	if c.ws {
 		data = Frame(seq, "fanout")
 	} else {
 		data = SSEFrame(seq)
 	}
-	stamp(seq)
 	c.pmu.Lock()
 	c.pending = append(c.pending, data)
 	c.pmu.Unlock()
@@ -200,18 +199,13 @@ func (c *Ceiling) serveWS(w http.ResponseWriter, r *http.Request) {
 
 // System returns the ceiling as a system under test.
 func (c *Ceiling) System() System {
-	client := NewHTTPClient()
-	return System{
-		Dial: func(ctx context.Context, _ int) (Conn, error) {
-			if c.ws {
-				return DialWS(ctx, c.URL, WSOptions{})
-			}
-			// The handler registers before it answers, so the headers mean
-			// the subscription is live.
-			return DialSSE(ctx, client, c.URL, nil)
-		},
-		Publish: c.Publish,
+	// The handler registers before it answers, so the headers (or the
+	// upgrade) mean the subscription is live.
+	sub := Subscribers{Transport: "sse", URL: c.URL}
+	if c.ws {
+		sub.Transport = "ws"
 	}
+	return System{Subscribers: sub, Publish: c.Publish}
 }
 
 // Park is a server that answers the handshake (an SSE response's headers, or
@@ -226,7 +220,7 @@ type Park struct {
 }
 
 // NewPark starts a park on loopback, speaking SSE or WebSocket.
-func NewPark(b *testing.B, ws bool) *Park {
+func NewPark(b testing.TB, ws bool) *Park {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -37,8 +37,8 @@ type SSEConn struct {
 
 // DialSSE sends GET url and returns once the response headers are in and,
 // when ready is not nil, once a line for which ready returns true was read
-// (the lines up to it are not counted).
-func DialSSE(ctx context.Context, client *http.Client, url string, ready func(line []byte) bool) (*SSEConn, error) {
+// (the lines up to it are not counted); an error from ready fails the dial.
+func DialSSE(ctx context.Context, client *http.Client, url string, ready func(line []byte) (bool, error)) (*SSEConn, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,12 @@ func DialSSE(ctx context.Context, client *http.Client, url string, ready func(li
 			c.Close()
 			return nil, fmt.Errorf("GET %s: waiting for the stream to start: %w", url, err)
 		}
-		if ready(line) {
+		ok, err := ready(line)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("GET %s: %w", url, err)
+		}
+		if ok {
 			break
 		}
 	}
@@ -70,6 +75,7 @@ func DialSSE(ctx context.Context, client *http.Client, url string, ready func(li
 // Run reads events until the stream ends.
 func (c *SSEConn) Run(rx *Receiver) error {
 	var seq uint64
+	var stamp int64
 	has := false
 	var now int64
 	for {
@@ -91,11 +97,12 @@ func (c *SSEConn) Run(rx *Receiver) error {
 			if !has {
 				seq, has = FindSeq(line)
 			}
+			stamp = FindStamp(line)
 		case len(bytes.TrimSpace(line)) == 0: // an event ends
 			if has {
-				rx.Frame(seq, now)
+				rx.Frame(seq, stamp, now)
 			}
-			has = false
+			has, stamp = false, 0
 		}
 	}
 }
@@ -190,7 +197,7 @@ func (w *WSConn) Run(rx *Receiver) error {
 				msg = nil
 			}
 			if seq, ok := FindSeq(line); ok {
-				rx.Frame(seq, now)
+				rx.Frame(seq, FindStamp(line), now)
 			} else if w.pong != nil && string(line) == "{}" {
 				if err := w.c.Write(ctx, websocket.MessageText, w.pong); err != nil {
 					return err
@@ -219,6 +226,30 @@ func FindSeq(line []byte) (uint64, bool) {
 	return parseUint(rest[:j])
 }
 
+// stampKey starts the stamp a frame carries in its text (see Stamp).
+var stampKey = []byte(`tok@`)
+
+// Stamp returns the text of a streamed delta that carries the time now on
+// the machine's wall clock, in nanoseconds: "tok@<ns> ". Every process on
+// the machine reads the same clock, so the subscriber program measures
+// latency from it.
+func Stamp() string { return "tok@" + strconv.FormatInt(time.Now().UnixNano(), 10) + " " }
+
+// FindStamp returns the time in the first stamp in a frame, or 0.
+func FindStamp(line []byte) int64 {
+	i := bytes.Index(line, stampKey)
+	if i < 0 {
+		return 0
+	}
+	rest := line[i+len(stampKey):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, _ := parseUint(rest[:j])
+	return int64(n)
+}
+
 func parseUint(b []byte) (uint64, bool) {
 	if len(b) == 0 {
 		return 0, false
@@ -228,8 +259,9 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 // Frame returns a frame shaped like Orrery's streamed text delta (the same
-// JSON and size), with seq in metadata.orrery, tagged with session when it
-// is not "" (as Orrery's WebSocket frames are).
+// JSON and size), with seq in metadata.orrery and a Stamp of now as its
+// delta, tagged with session when it is not "" (as Orrery's WebSocket
+// frames are).
 func Frame(seq uint64, session string) []byte {
 	b := make([]byte, 0, 192)
 	b = append(b, `{"type":"TEXT_MESSAGE_CONTENT","timestamp":`...)
@@ -241,7 +273,9 @@ func Frame(seq uint64, session string) []byte {
 	}
 	b = append(b, `"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
-	return append(b, `}},"messageId":"msg_yuksvctb2u4akie4","delta":"tok "}`...)
+	b = append(b, `}},"messageId":"msg_yuksvctb2u4akie4","delta":"`...)
+	b = append(b, Stamp()...)
+	return append(b, `"}`...)
 }
 
 // SSEFrame returns Frame(seq, "") framed as Orrery frames SSE.

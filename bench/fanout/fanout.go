@@ -1,14 +1,18 @@
 // Package fanout is the load harness of the fan-out benchmarks: one
 // publisher paced at a fixed rate, N subscribers reading it over loopback
-// SSE or WebSocket in this process, and the meters (delivered frames,
-// publish-to-receive latency, process CPU, memory per idle subscriber).
+// SSE or WebSocket, and the meters (delivered frames, publish-to-receive
+// latency, server CPU, memory per idle subscriber).
 //
 // The same harness drives Orrery (bench/fanout_test.go), a bare stdlib
 // server that is the physical ceiling (ceiling.go), and centrifuge
 // (bench/centrifuge, its own module), so the receivers and the meters are
-// identical and only the server differs. The receivers run in the same
-// process and compete with the server for the machine's cores: the CPU
-// figures are the whole process, clients included.
+// identical and only the server differs. The subscribers run in a separate
+// process, the subscriber program (bench/fanout/subscribers), so the CPU
+// figures are the server process's own; the clients' CPU is reported
+// apart. Each frame carries its publish time on the machine's wall clock,
+// which both processes read, and the latency is the receive time less it.
+// ORRERY_BENCH_INPROCESS=1 runs the subscribers in the server's process
+// instead, as earlier figures were measured.
 package fanout
 
 import (
@@ -21,7 +25,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
+
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +45,10 @@ type Config struct {
 	// ProfileDir, when set (ORRERY_BENCH_PROFILE), receives a CPU profile of
 	// each measured window, named after the benchmark.
 	ProfileDir string
+	// InProcess (ORRERY_BENCH_INPROCESS=1) runs the subscribers in this
+	// process rather than in the subscriber program: the CPU figures then
+	// include the clients.
+	InProcess bool
 }
 
 // ConfigFromEnv returns the scenario the environment asks for.
@@ -62,6 +70,7 @@ func ConfigFromEnv() Config {
 		c.Quiet = time.Duration(f * float64(time.Second))
 	}
 	c.ProfileDir = os.Getenv("ORRERY_BENCH_PROFILE")
+	c.InProcess = os.Getenv("ORRERY_BENCH_INPROCESS") == "1"
 	return c
 }
 
@@ -74,12 +83,13 @@ type Conn interface {
 
 // System is a server under test.
 type System struct {
-	// Dial attaches subscriber i. It returns once the subscription is
-	// registered, so that every frame published afterwards reaches it.
-	Dial func(ctx context.Context, i int) (Conn, error)
-	// Publish publishes frame i (1, 2, ...), calling stamp with the seq the
-	// receivers will see for it just before handing it over.
-	Publish func(i uint64, stamp func(seq uint64))
+	// Subscribers says how a subscriber attaches. Attaching returns once
+	// the subscription is registered, so that every frame published
+	// afterwards reaches it.
+	Subscribers Subscribers
+	// Publish publishes frame i (1, 2, ...), carrying a stamp (see Stamp)
+	// taken just before handing it over.
+	Publish func(i uint64)
 	// Probe, if set, runs for the whole run and reports into rx each frame
 	// as the server hands it to its subscribers (before any network), until
 	// stop is closed; its latencies are reported apart, as publish-p50-ms
@@ -87,82 +97,120 @@ type System struct {
 	Probe func(rx *Receiver, stop <-chan struct{})
 }
 
-// Run measures sys: it attaches cfg.Subs subscribers, publishes cfg.Rate
+// Run measures sys: it attaches cfg.Subs subscribers (in the subscriber
+// program, or in this process when cfg.InProcess), publishes cfg.Rate
 // frames per second, and after cfg.Warmup measures cfg.Duration. It reports
 // the figures with b.ReportMetric; b.N is ignored (run with -benchtime=1x).
 func Run(b *testing.B, cfg Config, sys System) Result {
 	b.Helper()
 	waitQuiet(b, cfg.Quiet)
-	m := newMeter(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	t0 := time.Now()
-	conns := dialAll(b, ctx, cfg.Subs, sys.Dial)
-	attach := time.Since(t0)
-	var closing atomic.Bool
-	var wg sync.WaitGroup
-	var dropped atomic.Int64
-	for _, c := range conns {
-		rx := m.receiver()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.Run(rx)
-			if !closing.Load() {
-				dropped.Add(1)
-				rx.err = err
-			}
-		}()
+	// The subscribers' side: a crowd in this process, or the program.
+	var (
+		local *crowd
+		rem   *remote
+		err   error
+	)
+	if cfg.InProcess {
+		local, err = attach(ctx, cfg.Subs, sys.Subscribers.Dialer())
+	} else {
+		rem, err = startRemote(cfg.Subs, sys.Subscribers)
 	}
-
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if rem != nil && rem.cmd.ProcessState == nil {
+			rem.kill()
+		}
+	}()
+	var probe tally
+	probeRx := probe.receiver()
 	stopProbe := make(chan struct{})
 	probeDone := make(chan struct{})
 	if sys.Probe != nil {
-		go func() { defer close(probeDone); sys.Probe(m.probe, stopProbe) }()
+		go func() { defer close(probeDone); sys.Probe(probeRx, stopProbe) }()
 	} else {
 		close(probeDone)
 	}
 
+	var published atomic.Int64
 	pctx, stopPacer := context.WithCancel(ctx)
 	paced := make(chan uint64, 1)
 	go func() {
 		paced <- Pace(pctx, cfg.Rate, func(i uint64) {
-			sys.Publish(i, m.stamps.mark)
-			m.published.Add(1)
+			sys.Publish(i)
+			published.Add(1)
 		})
 	}()
 	time.Sleep(cfg.Warmup)
-	stopProfile := m.profile(b, cfg.ProfileDir)
-	m.begin()
+	stopProfile := profile(b, cfg.ProfileDir)
+
+	pub0, cpu0, machine0 := published.Load(), processCPU(), machineCPU()
+	start := time.Now()
+	probe.begin()
+	if local != nil {
+		local.t.begin()
+	} else if err := rem.send("begin"); err != nil {
+		b.Fatal(err)
+	}
 	time.Sleep(cfg.Duration)
-	m.end()
+	if local != nil {
+		local.t.end()
+	} else if err := rem.send("end"); err != nil {
+		b.Fatal(err)
+	}
+	probe.end()
+	elapsed := time.Since(start)
+	cpu, machine, pub := processCPU()-cpu0, machineCPU()-machine0, published.Load()-pub0
+
 	stopProfile()
 	dumpGoroutines(b, cfg.ProfileDir) // still under load, outside the window
 	stopPacer()
 	<-paced
-
 	close(stopProbe)
 	<-probeDone
-	closing.Store(true)
-	for _, c := range conns {
-		c.Close()
+
+	var sum Summary
+	if local != nil {
+		sum, err = local.close()
+	} else {
+		sum, err = rem.stop()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		b.Errorf("subscribers still reading 30s after their connections were closed")
+	if err != nil {
+		b.Fatal(err)
 	}
-	res := m.result()
-	res.Attach = attach
-	res.Dropped = int(dropped.Load())
-	for _, rx := range m.rx {
-		if rx.err != nil {
-			b.Logf("subscriber ended early: %v", rx.err)
-			break
-		}
+	if sum.Err != "" {
+		b.Logf("subscriber ended early: %s", sum.Err)
+	}
+	h := sum.histogram()
+	res := Result{
+		Subs:      sum.Subs,
+		InProcess: cfg.InProcess,
+		Published: pub,
+		Delivered: sum.Frames,
+		Elapsed:   elapsed,
+		CPU:       cpu,
+		P50:       h.quantile(0.50),
+		P99:       h.quantile(0.99),
+		Max:       h.quantile(1),
+		Samples:   h.n,
+		Gaps:      sum.Gaps,
+		Dropped:   sum.Dropped,
+		Attach:    sum.Attach,
+	}
+	if !cfg.InProcess {
+		res.ClientCPU = sum.CPU
+	}
+	res.Others = max(machine-res.CPU-res.ClientCPU, 0)
+	if probeRx.hist.n > 0 {
+		res.PublishP50 = probeRx.hist.quantile(0.50)
+		res.PublishP99 = probeRx.hist.quantile(0.99)
+	}
+	if sum.Frames > 0 {
+		res.BytesPerFrame = float64(sum.Bytes) / float64(sum.Frames)
 	}
 	res.Report(b)
 	b.Logf("%s: %s", b.Name(), res)
@@ -190,49 +238,6 @@ func waitQuiet(b *testing.B, limit time.Duration) {
 	}
 }
 
-// dialAll attaches n subscribers, a few at a time.
-func dialAll(b *testing.B, ctx context.Context, n int, dial func(context.Context, int) (Conn, error)) []Conn {
-	b.Helper()
-	conns := make([]Conn, n)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				c, err := dial(ctx, i)
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("attach subscriber %d: %w", i, err)
-					}
-					mu.Unlock()
-					next.Store(int64(n))
-					return
-				}
-				conns[i] = c
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-		b.Fatal(first)
-	}
-	return conns
-}
-
 // Pace calls publish(1), publish(2), ... at rate per second until ctx ends,
 // catching up when a tick comes late, and returns how many it published.
 func Pace(ctx context.Context, rate int, publish func(i uint64)) uint64 {
@@ -255,131 +260,8 @@ func Pace(ctx context.Context, rate int, publish func(i uint64)) uint64 {
 	}
 }
 
-// stamps holds each seq's publish time, in ns since the meter started.
-type stamps struct {
-	t0 time.Time
-	ns []atomic.Int64
-}
-
-func (s *stamps) now() int64 { return int64(time.Since(s.t0)) }
-
-func (s *stamps) mark(seq uint64) {
-	if seq < uint64(len(s.ns)) {
-		s.ns[seq].Store(s.now())
-	}
-}
-
-func (s *stamps) at(seq uint64) int64 {
-	if seq < uint64(len(s.ns)) {
-		return s.ns[seq].Load()
-	}
-	return 0
-}
-
-// Receiver is one subscriber's tally. Only its connection's goroutine
-// calls Frame.
-type Receiver struct {
-	m      *meter
-	frames atomic.Int64
-	bytes  atomic.Int64
-	last   uint64
-	gaps   int64
-	hist   hist
-	err    error
-}
-
-// Now is the receive time to pass to Frame: take it right after the read
-// that brought the frame in.
-func (r *Receiver) Now() int64 { return r.m.stamps.now() }
-
-// Frame counts a received frame with seq, received at now.
-func (r *Receiver) Frame(seq uint64, now int64) {
-	r.frames.Add(1)
-	if r.last != 0 && seq != r.last+1 {
-		r.gaps++
-	}
-	r.last = seq
-	if r.m.measuring.Load() {
-		if t := r.m.stamps.at(seq); t != 0 {
-			r.hist.add(now - t)
-		}
-	}
-}
-
-// Bytes counts n bytes read from the wire.
-func (r *Receiver) Bytes(n int) { r.bytes.Add(int64(n)) }
-
-// meter is one run's instruments.
-type meter struct {
-	cfg       Config
-	stamps    *stamps
-	measuring atomic.Bool
-	published atomic.Int64
-
-	mu    sync.Mutex // guards rx
-	rx    []*Receiver
-	probe *Receiver // System.Probe's, not counted in deliveries
-
-	// The measured window.
-	start            time.Time
-	cpu0             time.Duration
-	frames0, bytes0  int64
-	pub0             int64
-	elapsed, cpu     time.Duration
-	machine0         time.Duration
-	machine          time.Duration
-	frames, bytesWin int64
-	pub              int64
-}
-
-func newMeter(cfg Config) *meter {
-	// Room for every seq published, with slack for the seqs a system spent
-	// before the run (Orrery's run starts at a few).
-	n := cfg.Rate*int((cfg.Warmup+cfg.Duration)/time.Second+120) + 1024
-	m := &meter{cfg: cfg, stamps: &stamps{t0: time.Now(), ns: make([]atomic.Int64, n)}}
-	m.probe = &Receiver{m: m}
-	return m
-}
-
-func (m *meter) receiver() *Receiver {
-	r := &Receiver{m: m}
-	m.mu.Lock()
-	m.rx = append(m.rx, r)
-	m.mu.Unlock()
-	return r
-}
-
-func (m *meter) totals() (frames, bytes int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range m.rx {
-		frames += r.frames.Load()
-		bytes += r.bytes.Load()
-	}
-	return
-}
-
-func (m *meter) begin() {
-	m.frames0, m.bytes0 = m.totals()
-	m.pub0 = m.published.Load()
-	m.cpu0 = processCPU()
-	m.machine0 = machineCPU()
-	m.start = time.Now()
-	m.measuring.Store(true)
-}
-
-func (m *meter) end() {
-	m.measuring.Store(false)
-	m.elapsed = time.Since(m.start)
-	m.cpu = processCPU() - m.cpu0
-	m.machine = machineCPU() - m.machine0
-	f, by := m.totals()
-	m.frames, m.bytesWin = f-m.frames0, by-m.bytes0
-	m.pub = m.published.Load() - m.pub0
-}
-
 // profile starts a CPU profile of the window when dir is set.
-func (m *meter) profile(b *testing.B, dir string) func() {
+func profile(b *testing.B, dir string) func() {
 	if dir == "" {
 		return func() {}
 	}
@@ -414,46 +296,18 @@ func dumpGoroutines(b *testing.B, dir string) {
 	pprof.Lookup("goroutine").WriteTo(f, 1)
 }
 
-// result merges the receivers' figures; call it once they have stopped.
-func (m *meter) result() Result {
-	var h hist
-	var gaps int64
-	for _, r := range m.rx {
-		h.merge(&r.hist)
-		gaps += r.gaps
-	}
-	res := Result{
-		Subs:      len(m.rx),
-		Published: m.pub,
-		Delivered: m.frames,
-		Elapsed:   m.elapsed,
-		CPU:       m.cpu,
-		Others:    max(m.machine-m.cpu, 0),
-		P50:       h.quantile(0.50),
-		P99:       h.quantile(0.99),
-		Max:       h.quantile(1),
-		Samples:   h.n,
-		Gaps:      gaps,
-	}
-	if m.probe.hist.n > 0 {
-		res.PublishP50 = m.probe.hist.quantile(0.50)
-		res.PublishP99 = m.probe.hist.quantile(0.99)
-	}
-	if m.frames > 0 {
-		res.BytesPerFrame = float64(m.bytesWin) / float64(m.frames)
-	}
-	return res
-}
-
 // Result is one run's figures over the measured window.
 type Result struct {
-	Subs          int
-	Published     int64 // frames published in the window
-	Delivered     int64 // frames received, all subscribers together
-	Elapsed       time.Duration
-	CPU           time.Duration // user+system CPU of the whole process
-	Others        time.Duration // CPU the machine's other processes used meanwhile
-	P50, P99, Max time.Duration // publish-to-receive latency
+	Subs      int
+	InProcess bool  // the subscribers ran in the server's process
+	Published int64 // frames published in the window
+	Delivered int64 // frames received, all subscribers together
+	Elapsed   time.Duration
+	// CPU is the user+system CPU of the server's process (the subscribers'
+	// too when InProcess); ClientCPU is the subscriber program's.
+	CPU, ClientCPU time.Duration
+	Others         time.Duration // CPU the machine's other processes used meanwhile
+	P50, P99, Max  time.Duration // publish-to-receive latency
 	// PublishP50 and PublishP99 are the latency to the server's hand-off
 	// to its subscribers (System.Probe), when measured.
 	PublishP50, PublishP99 time.Duration
@@ -467,7 +321,7 @@ type Result struct {
 // DeliveredPerSec is frames received per second, all subscribers together.
 func (r Result) DeliveredPerSec() float64 { return float64(r.Delivered) / r.Elapsed.Seconds() }
 
-// PerCPU is frames received per CPU-second of the whole process.
+// PerCPU is frames received per CPU-second of the server's process.
 func (r Result) PerCPU() float64 {
 	if r.CPU <= 0 {
 		return 0
@@ -490,6 +344,9 @@ func (r Result) Report(b *testing.B) {
 	b.ReportMetric(r.DeliveredPerSec(), "delivered/s")
 	b.ReportMetric(r.PerCPU(), "deliveries/cpu-s")
 	b.ReportMetric(r.CPU.Seconds()/r.Elapsed.Seconds(), "cpu-s/s")
+	if !r.InProcess {
+		b.ReportMetric(r.ClientCPU.Seconds()/r.Elapsed.Seconds(), "client-cpu-s/s")
+	}
 	b.ReportMetric(r.Others.Seconds()/r.Elapsed.Seconds(), "others-cpu-s/s")
 	b.ReportMetric(float64(r.P50.Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(r.P99.Microseconds())/1e3, "p99-ms")
@@ -509,8 +366,12 @@ func (r Result) String() string {
 	if r.PublishP50 > 0 {
 		publish = fmt.Sprintf("; to publish p50 %v p99 %v", r.PublishP50.Round(10*time.Microsecond), r.PublishP99.Round(10*time.Microsecond))
 	}
-	return fmt.Sprintf("%d subs, published %d in %.1fs, delivered %.0f/s (kept up %.3f), cpu %.2f s/s (others %.2f), %.0f deliveries/cpu-s, p50 %v p99 %v max %v (%d samples%s), %.0f B/frame, gaps %d, dropped %d, attach %v",
-		r.Subs, r.Published, r.Elapsed.Seconds(), r.DeliveredPerSec(), r.KeptUp(), r.CPU.Seconds()/r.Elapsed.Seconds(), r.Others.Seconds()/r.Elapsed.Seconds(), r.PerCPU(),
+	where := "clients %.2f s/s"
+	if r.InProcess {
+		where = "clients in process%.0s"
+	}
+	return fmt.Sprintf("%d subs, published %d in %.1fs, delivered %.0f/s (kept up %.3f), server cpu %.2f s/s ("+where+", others %.2f), %.0f deliveries/cpu-s, p50 %v p99 %v max %v (%d samples%s), %.0f B/frame, gaps %d, dropped %d, attach %v",
+		r.Subs, r.Published, r.Elapsed.Seconds(), r.DeliveredPerSec(), r.KeptUp(), r.CPU.Seconds()/r.Elapsed.Seconds(), r.ClientCPU.Seconds()/r.Elapsed.Seconds(), r.Others.Seconds()/r.Elapsed.Seconds(), r.PerCPU(),
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond), r.Samples, publish,
 		r.BytesPerFrame, r.Gaps, r.Dropped, r.Attach.Round(time.Millisecond))
 }
@@ -583,40 +444,47 @@ func InUse() uint64 {
 	return ms.HeapInuse + ms.StackInuse
 }
 
-// Idle attaches n subscribers that then sit idle and returns the growth of
-// heap and stack in use per subscriber, both sides of each connection
-// included. The connections are closed before it returns.
+// Idle attaches n subscribers in this process that then sit idle and
+// returns the growth of heap and stack in use per subscriber, both sides of
+// each connection included. The connections are closed before it returns.
 func Idle(b *testing.B, n int, dial func(ctx context.Context, i int) (Conn, error)) float64 {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := newMeter(Config{Rate: 1})
 	before := InUse()
-	conns := dialAll(b, ctx, n, dial)
-	var wg sync.WaitGroup
-	for _, c := range conns {
-		rx := m.receiver()
-		wg.Add(1)
-		go func() { defer wg.Done(); c.Run(rx) }()
+	c, err := attach(ctx, n, dial)
+	if err != nil {
+		b.Fatal(err)
 	}
 	time.Sleep(time.Second) // let every reader block
 	after := InUse()
-	for _, c := range conns {
-		c.Close()
+	if _, err := c.close(); err != nil {
+		b.Fatal(err)
 	}
-	wg.Wait()
 	return (float64(after) - float64(before)) / float64(n)
 }
 
-// ReportIdle measures the memory of n idle subscribers twice: against park,
-// a server that accepts and then holds connections with no goroutine or
-// buffer of its own (the clients' share), then against sys. It reports the
-// total and the server's share per subscriber.
-func ReportIdle(b *testing.B, n int, park, sys func(ctx context.Context, i int) (Conn, error)) {
+// ReportIdle measures the server's memory per idle subscriber. By default
+// the n subscribers run in the subscriber program, and the growth of this
+// process is the server's share. With cfg.InProcess they run here, twice:
+// against park, a server that accepts and then holds connections with no
+// goroutine or buffer of its own (the clients' share), then against the
+// system; the server's share is the difference.
+func ReportIdle(b *testing.B, cfg Config, park func(ctx context.Context, i int) (Conn, error), sys Subscribers) {
 	b.Helper()
-	client := Idle(b, n, park)
-	total := Idle(b, n, sys)
 	b.ReportMetric(0, "ns/op")
+	if !cfg.InProcess {
+		server, err := IdleRemote(cfg.Subs, sys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(server, "server-B/sub")
+		b.Logf("%s: %d idle subscribers in another process: server %.0f B (%.1f KiB) each", b.Name(), cfg.Subs, server, server/1024)
+		return
+	}
+	n := cfg.Subs
+	client := Idle(b, n, park)
+	total := Idle(b, n, sys.Dialer())
 	b.ReportMetric(total, "B/sub")
 	b.ReportMetric(client, "client-B/sub")
 	b.ReportMetric(total-client, "server-B/sub")
