@@ -60,8 +60,8 @@ type Config struct {
 	// MaxRestarts, MaxQueued, MaxConcurrent and MaxBody are the limits
 	// above; MaxBody bounds one message (jsonrpc.DefaultMaxBody).
 	MaxRestarts, MaxQueued, MaxConcurrent, MaxBody int
-	// Hub is the run's event hub that hub/* calls use, each extension
-	// seated as ext://<name>; nil refuses them until UseHub sets one.
+	// Hub is the kernel's event hub that hub/* calls use, each extension
+	// seated as ext://<name>; nil refuses them.
 	Hub *hub.Hub
 	// Workspace is where a runtime "none" extension's actions run when the
 	// session names no cwd of its own (the CLI passes its current
@@ -124,20 +124,9 @@ func New(cfg Config) *Host {
 		registered: make(map[string]bool), refused: make(map[string]error)}
 }
 
-// UseHub sets the event hub that extensions' hub/* calls use from now on
-// (Config.Hub), for a caller that makes the hub after the host.
-func (h *Host) UseHub(hb *hub.Hub) {
-	h.mu.Lock()
-	h.hub = hb
-	h.mu.Unlock()
-}
-
-// eventHub returns the hub hub/* calls use, or nil.
-func (h *Host) eventHub() *hub.Hub {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.hub
-}
+// eventHub returns the hub hub/* calls use (Config.Hub), or nil. It is
+// set when the host is made and never changes.
+func (h *Host) eventHub() *hub.Hub { return h.hub }
 
 // Wire sets the kernel configuration's SessionLoaded and Intents to h.
 func (h *Host) Wire(kc *kernel.Config) {

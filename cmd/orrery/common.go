@@ -136,7 +136,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	kc.Searchable = withTools(kc.Searchable, append(hubtool.NewFor(h, hubtool.SessionSelf), ask.Tool{})...)
 	var host *ext.Host
 	if withProcs {
-		host = openExtensions(e, cfg, log, cwd)
+		host = openExtensions(e, cfg, log, cwd, h)
 		if host != nil {
 			host.Wire(&kc)
 		}
@@ -165,19 +165,18 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		if host != nil {
 			_ = host.Close(ctx)
 		}
+		_ = agents.Close(ctx)
 		servers.Close()
 		st.Close()
 		return nil, err
 	}
-	emb := &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}
-	emb.useHub(h)
-	return emb, nil
+	return &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}, nil
 }
 
 // openExtensions finds the project's and the user's extensions and returns
 // a host for them, or nil when there are none. A manifest that is refused
 // is reported on stderr and left out.
-func openExtensions(e *env, cfg config.Config, log *slog.Logger, cwd string) *ext.Host {
+func openExtensions(e *env, cfg config.Config, log *slog.Logger, cwd string, h *hub.Hub) *ext.Host {
 	manifests, errs := ext.Discover(ext.ProjectDir(cwd), extUserDir(e))
 	for _, err := range errs {
 		fmt.Fprintf(e.stderr, "orrery: an extension was left out: %v\n", err)
@@ -185,7 +184,7 @@ func openExtensions(e *env, cfg config.Config, log *slog.Logger, cwd string) *ex
 	if len(manifests) == 0 {
 		return nil
 	}
-	return ext.New(ext.Config{Extensions: manifests, Logger: log, LogDir: extLogDir(cfg), Workspace: cwd})
+	return ext.New(ext.Config{Extensions: manifests, Logger: log, LogDir: extLogDir(cfg), Workspace: cwd, Hub: h})
 }
 
 // extLogDir is where the extensions' stderr is kept: <data>/ext-logs.
@@ -207,13 +206,6 @@ func (e *embedded) extensions() server.Extensions {
 		return nil
 	}
 	return e.ext
-}
-
-// useHub lets the extensions reach the kernel's event hub (hub/* calls).
-func (e *embedded) useHub(h *hub.Hub) {
-	if e.ext != nil {
-		e.ext.UseHub(h)
-	}
 }
 
 // Close stops the extensions, then the kernel, the MCP servers and the
