@@ -180,18 +180,12 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 	if s.run != r {
 		return agent.PermissionAnswer{}, nil, agent.ErrStopped
 	}
-	v := s.k.cfg.Consent.Decide(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject, ReadOnly: q.ReadOnly})
-	switch v.Decision {
+	j := s.judge(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject, ReadOnly: q.ReadOnly}, false)
+	switch j.decision {
 	case consent.Allow:
-		return agent.PermissionAnswer{Allow: true, Rule: v.Rule}, nil, nil
+		return agent.PermissionAnswer{Allow: true, Rule: j.rule}, nil, nil
 	case consent.Deny:
-		return agent.PermissionAnswer{Rule: v.Rule}, nil, nil
-	}
-	if s.k.cfg.AutoApprove {
-		return agent.PermissionAnswer{Allow: true, Rule: "--yes: every call that would be asked about is allowed"}, nil, nil
-	}
-	if s.consenters.Load() == 0 {
-		return agent.PermissionAnswer{Rule: v.Rule + "; no client that draws consent is attached, so the answer is deny"}, nil, nil
+		return agent.PermissionAnswer{Rule: j.rule}, nil, nil
 	}
 	p := &pendingConsent{id: newID("consent"), tool: q.Tool, answer: make(chan agent.Verdict, 1), allows: make(map[string]bool)}
 	for _, o := range q.Options {
@@ -207,12 +201,43 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 		args = json.RawMessage("{}")
 	}
 	if err := s.placeConsent(p, consentQuestion{
-		prompt: "Allow " + title + "?", rule: v.Rule,
-		req: ConsentRequested{ToolCallID: q.ToolCallID, Tool: q.Tool, Subject: q.Subject, Args: args, Rule: v.Rule, Source: q.Raw},
+		prompt: "Allow " + title + "?", rule: j.rule,
+		req: ConsentRequested{ToolCallID: q.ToolCallID, Tool: q.Tool, Subject: q.Subject, Args: args, Rule: j.rule, Source: q.Raw},
 	}); err != nil {
 		return agent.PermissionAnswer{}, nil, err
 	}
 	return agent.PermissionAnswer{}, p, nil
+}
+
+// judgement is what the gate makes of a call before anyone is asked.
+type judgement struct {
+	decision consent.Decision
+	// rule names what decided; asked is the rule that would ask, when the
+	// decision is a deny because nobody can be asked.
+	rule, asked string
+	// nobody marks a deny because no client that draws consent is attached.
+	nobody bool
+}
+
+// judge applies, in order, the [permissions] rules, the session's grants
+// (for the built-in gate's own questions), --yes, and whether any client can
+// be asked at all; an ask that gets past them all is for a person. Runs on
+// the actor.
+func (s *Session) judge(c consent.Call, useGrants bool) judgement {
+	v := s.k.cfg.Consent.Decide(c)
+	if v.Decision != consent.Ask {
+		return judgement{decision: v.Decision, rule: v.Rule}
+	}
+	if who, ok := s.grants[c.Tool]; ok && useGrants {
+		return judgement{decision: consent.Allow, rule: "allowed for this session by " + who}
+	}
+	if s.k.cfg.AutoApprove {
+		return judgement{decision: consent.Allow, rule: "--yes: every call that would be asked about is allowed"}
+	}
+	if s.consenters.Load() == 0 {
+		return judgement{decision: consent.Deny, rule: v.Rule + "; no client that draws consent is attached, so the answer is deny", asked: v.Rule, nobody: true}
+	}
+	return judgement{decision: consent.Ask, rule: v.Rule}
 }
 
 // subject returns what rules match for a call: a file tool's path resolved
@@ -246,23 +271,15 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 	if err != nil {
 		return agent.Verdict{Rule: "the workspace refuses the path", Message: err.Error()}, nil, nil
 	}
-	c := consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject, ReadOnly: spec.ReadOnly}
-	v := s.k.cfg.Consent.Decide(c)
-	switch v.Decision {
-	case consent.Allow:
-		return agent.Verdict{Allow: true, Rule: v.Rule}, nil, nil
-	case consent.Deny:
-		return agent.Verdict{Rule: v.Rule, Message: fmt.Sprintf("%s was denied by the rule %s in [permissions]; do something else, or ask the person to change the rule", describeCall(spec.Name, sub), v.Rule)}, nil, nil
-	}
-	if who, ok := s.grants[spec.Name]; ok {
-		return agent.Verdict{Allow: true, Rule: "allowed for this session by " + who}, nil, nil
-	}
-	if s.k.cfg.AutoApprove {
-		return agent.Verdict{Allow: true, Rule: "--yes: every call that would be asked about is allowed"}, nil, nil
-	}
-	if s.consenters.Load() == 0 {
-		return agent.Verdict{Rule: v.Rule + "; no client that draws consent is attached, so the answer is deny",
-			Message: fmt.Sprintf("%s needs a person's consent (%s), and no client that can ask one is attached, so it was denied; do without it, or tell the person to allow it in [permissions] (or run with --allow or --yes)", describeCall(spec.Name, sub), v.Rule)}, nil, nil
+	v := s.judge(consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject, ReadOnly: spec.ReadOnly}, true)
+	switch {
+	case v.decision == consent.Allow:
+		return agent.Verdict{Allow: true, Rule: v.rule}, nil, nil
+	case v.nobody:
+		return agent.Verdict{Rule: v.rule,
+			Message: fmt.Sprintf("%s needs a person's consent (%s), and no client that can ask one is attached, so it was denied; do without it, or tell the person to allow it in [permissions] (or run with --allow or --yes)", describeCall(spec.Name, sub), v.asked)}, nil, nil
+	case v.decision == consent.Deny:
+		return agent.Verdict{Rule: v.rule, Message: fmt.Sprintf("%s was denied by the rule %s in [permissions]; do something else, or ask the person to change the rule", describeCall(spec.Name, sub), v.rule)}, nil, nil
 	}
 	p := &pendingConsent{
 		id:   newID("consent"),
@@ -275,8 +292,8 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 		answer: make(chan agent.Verdict, 1),
 	}
 	if err := s.placeConsent(p, consentQuestion{
-		prompt: "Allow " + describeCall(spec.Name, sub) + "?", rule: v.Rule,
-		req: ConsentRequested{ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args, Rule: v.Rule},
+		prompt: "Allow " + describeCall(spec.Name, sub) + "?", rule: v.rule,
+		req: ConsentRequested{ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args, Rule: v.rule},
 	}); err != nil {
 		return agent.Verdict{}, nil, err
 	}
