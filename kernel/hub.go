@@ -207,6 +207,9 @@ type Subscription struct {
 	enc Encoder
 	// onEnd, when set, runs once when the subscription ends.
 	onEnd func()
+	// notify, when set (Notify), runs after frames are queued and when the
+	// subscription ends; guarded by mu.
+	notify func()
 }
 
 // Head is the last seq before the subscription's live frames: where its
@@ -247,12 +250,34 @@ func (s *Subscription) push(frames ...Frame) bool {
 	}
 	s.batches = append(s.batches, frames)
 	s.pending += len(frames)
+	notify := s.notify
 	s.mu.Unlock()
+	if notify != nil {
+		notify()
+		return true
+	}
 	select {
 	case s.ready <- struct{}{}:
 	default:
 	}
 	return true
+}
+
+// Notify has fn called, instead of Ready being signalled, each time frames
+// are queued and once when the subscription ends, so that one goroutine
+// can serve many subscriptions without waiting on each. fn runs on the
+// publishing goroutine and must not block or call back into the
+// subscription's session. If frames are already queued, or the
+// subscription has ended, fn is called at once. Notify(nil) goes back to
+// Ready.
+func (s *Subscription) Notify(fn func()) {
+	s.mu.Lock()
+	s.notify = fn
+	now := fn != nil && (s.pending > 0 || s.closed)
+	s.mu.Unlock()
+	if now {
+		fn()
+	}
 }
 
 func (s *Subscription) end(err error) {
@@ -264,10 +289,13 @@ func (s *Subscription) end(err error) {
 	s.closed = true
 	s.err = err
 	close(s.done)
-	onEnd := s.onEnd
+	onEnd, notify := s.onEnd, s.notify
 	s.mu.Unlock()
 	if onEnd != nil {
 		onEnd()
+	}
+	if notify != nil {
+		notify()
 	}
 }
 

@@ -22,8 +22,11 @@ type transport interface {
 	// read returns the next message. A *badMessage error is
 	// answered and the connection goes on; any other ends it.
 	read(ctx context.Context) ([]byte, error)
-	// write sends msgs in one write.
-	write(ctx context.Context, msgs [][]byte) error
+	// write sends msgs in one write. It has no deadline of its own: a
+	// write that takes writeTimeout is ended by abort.
+	write(msgs [][]byte) error
+	// abort closes the connection at once, ending a write in progress.
+	abort()
 	// close ends the connection, telling the peer why.
 	close(code closeCode, reason string)
 	// interrupt ends a read in progress because the connection must end
@@ -57,8 +60,10 @@ func (e *badMessage) Error() string { return e.msg }
 const maxOutbox = 4096
 
 // conn speaks Orrery's request protocol over one transport. One goroutine
-// reads and handles requests, one writes everything queued in one write, and
-// each attached session has a pump that moves its frames to the queue.
+// reads and handles requests. Writes are the server's flusher's: a drain
+// writes, in one write, the queued replies and then every attached
+// session's frames. An attached session with a stored backlog has a pump
+// goroutine until that backlog is queued.
 type conn struct {
 	s       *Server
 	t       transport
@@ -74,7 +79,16 @@ type conn struct {
 	draws  []string
 	sends  hubSends
 
-	out outbox
+	out  outbox // replies, hub messages and backlogs, in order
+	sink sink   // this connection in the server's flusher
+	// stall cuts off a peer that accepts nothing for writeTimeout.
+	stall *time.Timer
+
+	drainMu sync.Mutex // serializes writes; guards what follows and attachment.live
+	over    bool       // the connection is ending: nothing more is written
+	werr    error      // the write that failed
+	msgs    [][]byte   // a drain's messages, kept for reuse
+	frames  []kernel.Frame
 
 	mu       sync.Mutex // guards attached and watching
 	attached map[string]*attachment
@@ -84,8 +98,12 @@ type conn struct {
 
 type attachment struct {
 	sub    *kernel.Subscription
+	watch  *watchSet
 	cancel context.CancelFunc
 	done   chan struct{}
+	// live is set (under conn.drainMu) once the backlog is queued: drains
+	// then take the subscription's frames.
+	live bool
 }
 
 // closeError ends a connection with a code and a reason.
@@ -103,11 +121,16 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 		ctx: ctx, cancel: cancel, authed: trusted || authed,
 		attached: make(map[string]*attachment), watching: make(map[string]*watchSet),
 	}
-	c.out.init()
+	c.sink.drain = c.drain
+	c.out.init(func() { s.flush.schedule(&c.sink) })
+	c.stall = time.AfterFunc(time.Hour, func() {
+		c.cancel(&closeError{closeSlow, "the client read nothing for " + writeTimeout.String() + ": reconnect and attach with since=<last seq>"})
+		t.abort()
+	})
+	c.stall.Stop()
+	defer c.stall.Stop()
 	stop := context.AfterFunc(ctx, func() { t.interrupt(context.Cause(ctx)) })
 	defer stop()
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- c.writeLoop() }()
 	stopShutdown := context.AfterFunc(s.ctx, func() {
 		cancel(&closeError{closeShutdown, "the server is shutting down: reconnect and attach with since=<last seq>"})
 	})
@@ -120,8 +143,7 @@ func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed boo
 	err := c.readLoop()
 	c.leaveHub()
 	c.detachAll()
-	c.out.close()
-	werr := <-writerDone
+	werr := c.finish()
 	cancel(err)
 	code, reason := closeNormal, ""
 	var ce *closeError
@@ -302,7 +324,7 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	}
 	head := sub.Head()
 	ctx, cancel := context.WithCancel(c.ctx)
-	a := &attachment{sub: sub, cancel: cancel, done: make(chan struct{})}
+	a := &attachment{sub: sub, watch: c.watchSet(q.Session), cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
 	c.attached[q.Session] = a
 	c.mu.Unlock()
@@ -381,8 +403,8 @@ func (c *conn) detachAll() {
 	c.pumps.Wait()
 }
 
-// pump moves one attached session's frames to the connection's queue: the
-// backlog first, then live frames, in order.
+// pump queues one attached session's stored backlog, then hands the
+// session's live frames to the connection's drains, and returns.
 func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 	defer c.pumps.Done()
 	defer close(a.done)
@@ -395,9 +417,8 @@ func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 		batch = batch[:0]
 		return err
 	}
-	watch := c.watchSet(session)
 	err := a.sub.Backlog(ctx, func(f kernel.Frame) error {
-		if !watch.keep(f) {
+		if !a.watch.keep(f) {
 			return nil
 		}
 		batch = append(batch, append([]byte(nil), f.Data...))
@@ -409,69 +430,96 @@ func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 	if err == nil {
 		err = flush()
 	}
-	var frames []kernel.Frame
-	for err == nil {
-		select {
-		case <-a.sub.Ready():
-		case <-a.sub.Done():
-		case <-ctx.Done():
-			return
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cancel(&closeError{closeShutdown, fmt.Sprintf("session %s: %v", session, err)})
 		}
-		frames = a.sub.Take(frames[:0])
-		for _, f := range frames {
-			if watch.keep(f) {
-				batch = append(batch, f.Data)
-			}
-		}
-		if err = flush(); err != nil {
-			break
-		}
-		if len(frames) == 0 {
-			select {
-			case <-a.sub.Done():
-				err = a.sub.Err()
-				if err == nil {
-					return
-				}
-			default:
-			}
-		}
-	}
-	if ctx.Err() != nil {
 		return
 	}
-	if errors.Is(err, kernel.ErrSlow) {
-		c.cancel(&closeError{closeSlow, fmt.Sprintf("too far behind on session %s: reconnect and attach with since=<last seq>", session)})
-		return
-	}
-	c.cancel(&closeError{closeShutdown, fmt.Sprintf("session %s: %v", session, err)})
+	// Everything queued so far goes out before the first live frame: a
+	// drain takes the queue, then the live sessions' frames.
+	c.drainMu.Lock()
+	a.live = true
+	c.drainMu.Unlock()
+	a.sub.Notify(func() { c.s.flush.schedule(&c.sink) })
 }
 
 // writeTimeout bounds one write; a peer that accepts nothing for this long
 // is cut off.
 const writeTimeout = 10 * time.Second
 
-// writeLoop writes everything queued, in one write per batch, until the
-// outbox is closed and drained.
-func (c *conn) writeLoop() error {
-	var msgs [][]byte
-	for {
-		var ok bool
-		msgs, ok = c.out.take(msgs[:0])
-		if len(msgs) > 0 {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), writeTimeout)
-			err := c.t.write(ctx, msgs)
-			cancel()
-			if err != nil {
-				c.cancel(err)
-				c.out.close()
-				return err
+// drain writes, in one write, everything queued: replies and backlogs
+// first, then the live frames of every attached session. The server's
+// flusher calls it.
+func (c *conn) drain() {
+	c.drainMu.Lock()
+	defer c.drainMu.Unlock()
+	if c.over {
+		return
+	}
+	msgs, _ := c.out.takeNow(c.msgs[:0])
+	var cause error
+	c.mu.Lock()
+	for session, a := range c.attached {
+		if !a.live {
+			continue
+		}
+		c.frames = a.sub.Take(c.frames[:0])
+		for _, f := range c.frames {
+			if a.watch.keep(f) {
+				msgs = append(msgs, f.Data)
 			}
 		}
-		if !ok {
-			return nil
+		clear(c.frames)
+		select {
+		case <-a.sub.Done():
+			// Ended by the session, not by a detach: the connection ends,
+			// after the frames queued before the end.
+			switch err := a.sub.Err(); {
+			case errors.Is(err, kernel.ErrSlow):
+				cause = &closeError{closeSlow, fmt.Sprintf("too far behind on session %s: reconnect and attach with since=<last seq>", session)}
+			case err != nil:
+				cause = &closeError{closeShutdown, fmt.Sprintf("session %s: %v", session, err)}
+			}
+		default:
 		}
 	}
+	c.mu.Unlock()
+	c.write(msgs)
+	clear(msgs)
+	c.msgs = msgs[:0]
+	if cause != nil {
+		c.cancel(cause)
+	}
+}
+
+// write writes msgs; a failure ends the connection. drainMu is held.
+func (c *conn) write(msgs [][]byte) {
+	if len(msgs) == 0 {
+		return
+	}
+	c.stall.Reset(writeTimeout)
+	err := c.t.write(msgs)
+	c.stall.Stop()
+	if err != nil {
+		c.over, c.werr = true, err
+		c.out.close()
+		c.cancel(err)
+	}
+}
+
+// finish writes what is still queued (a refusal, say) and stops all
+// writing; it returns the write error that ended the connection, if any.
+func (c *conn) finish() error {
+	c.drainMu.Lock()
+	defer c.drainMu.Unlock()
+	if !c.over {
+		msgs, _ := c.out.takeNow(c.msgs[:0])
+		c.write(msgs)
+		c.over = true
+	}
+	c.out.close()
+	return c.werr
 }
 
 // outbox is a connection's queue of encoded messages. Replies and frames
@@ -480,12 +528,13 @@ type outbox struct {
 	mu     sync.Mutex // guards msgs and closed
 	msgs   [][]byte
 	closed bool
-	ready  chan struct{} // signalled when msgs grows or closes
 	space  chan struct{} // signalled when msgs shrinks
+	// ready runs after msgs grows: it schedules a drain.
+	ready func()
 }
 
-func (o *outbox) init() {
-	o.ready = make(chan struct{}, 1)
+func (o *outbox) init(ready func()) {
+	o.ready = ready
 	o.space = make(chan struct{}, 1)
 }
 
@@ -505,7 +554,7 @@ func (o *outbox) tryPush(msg []byte) bool {
 	}
 	o.mu.Unlock()
 	if ok {
-		signal(o.ready)
+		o.ready()
 	}
 	return ok
 }
@@ -517,7 +566,7 @@ func (o *outbox) push(msgs ...[]byte) {
 		o.msgs = append(o.msgs, msgs...)
 	}
 	o.mu.Unlock()
-	signal(o.ready)
+	o.ready()
 }
 
 // pushWait queues msgs once the queue has room, so a slow connection holds
@@ -533,7 +582,7 @@ func (o *outbox) pushWait(ctx context.Context, msgs ...[]byte) error {
 		if len(o.msgs) < maxOutbox {
 			o.msgs = append(o.msgs, msgs...)
 			o.mu.Unlock()
-			signal(o.ready)
+			o.ready()
 			return nil
 		}
 		o.mu.Unlock()
@@ -545,32 +594,25 @@ func (o *outbox) pushWait(ctx context.Context, msgs ...[]byte) error {
 	}
 }
 
-// take waits for messages and appends all of them to dst. It reports false
-// once the outbox is closed and empty.
-func (o *outbox) take(dst [][]byte) ([][]byte, bool) {
-	for {
-		o.mu.Lock()
-		if len(o.msgs) > 0 {
-			dst = append(dst, o.msgs...)
-			clear(o.msgs)
-			o.msgs = o.msgs[:0]
-			o.mu.Unlock()
-			signal(o.space)
-			return dst, true
-		}
-		closed := o.closed
-		o.mu.Unlock()
-		if closed {
-			return dst, false
-		}
-		<-o.ready
+// takeNow appends every queued message to dst, without waiting. It
+// reports false once the outbox is closed.
+func (o *outbox) takeNow(dst [][]byte) ([][]byte, bool) {
+	o.mu.Lock()
+	took := len(o.msgs) > 0
+	dst = append(dst, o.msgs...)
+	clear(o.msgs)
+	o.msgs = o.msgs[:0]
+	closed := o.closed
+	o.mu.Unlock()
+	if took {
+		signal(o.space)
 	}
+	return dst, !closed
 }
 
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
-	signal(o.ready)
 	signal(o.space)
 }

@@ -141,18 +141,17 @@ func readLine(br *bufio.Reader, max int64) ([]byte, error) {
 	}
 }
 
-func (t *pipeTransport) write(ctx context.Context, msgs [][]byte) error {
+func (t *pipeTransport) write(msgs [][]byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d, ok := ctx.Deadline(); ok {
-		t.nc.SetWriteDeadline(d)
-	}
 	for _, m := range msgs {
 		t.bw.Write(m)
 		t.bw.WriteByte('\n')
 	}
 	return t.bw.Flush()
 }
+
+func (t *pipeTransport) abort() { t.nc.Close() }
 
 func (t *pipeTransport) close(code closeCode, reason string) {
 	if code != closeNormal && reason != "" {

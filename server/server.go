@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	seats seatTable // clients' seats on the hub
+	flush *flusher  // writes live frames for every stream and connection
 
 	mu     sync.Mutex     // guards closed and the start of streams
 	closed bool           // set by Close: no new stream starts
@@ -123,7 +125,8 @@ func New(cfg Config) *Server {
 		cfg.Node, _ = os.Hostname()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel}
+	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
+		flush: newFlusher(runtime.GOMAXPROCS(0))}
 	s.mux.HandleFunc("POST /run", s.handleRun)
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)
@@ -176,7 +179,11 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.cancel()
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		s.wg.Wait()
+		s.flush.close()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -20,9 +20,10 @@ import (
 type sseWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
-	buf   *[]byte  // the batch being assembled, from bufPool; nil when idle
-	wrote bool     // something was written since the last keepalive check
-	watch watchSet // the state keys passed (GET /events?watch=); none by default
+	buf   *[]byte   // the batch being assembled, from bufPool; nil when idle
+	wrote bool      // something was written since the last keepalive check
+	watch watchSet  // the state keys passed (GET /events?watch=); none by default
+	set   time.Time // when the write deadline was last moved; zero before
 }
 
 // maxBatchBytes is the size at which a batch is written before it ends.
@@ -83,11 +84,21 @@ func (w *sseWriter) writeBuf() error {
 	return err
 }
 
-// deadline bounds the next write: a client that reads nothing for this long
-// is cut off, so a stalled stream cannot hold its handler (or shutdown).
+// deadline bounds the next write: a client that reads nothing for
+// writeTimeout (less up to deadlineSlack) is cut off, so a stalled stream
+// cannot hold its handler (or shutdown). A busy stream moves its deadline at
+// most once per deadlineSlack, not before every write.
 func (w *sseWriter) deadline() {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	now := time.Now()
+	if !w.set.IsZero() && now.Sub(w.set) < deadlineSlack {
+		return
+	}
+	w.set = now
+	_ = w.rc.SetWriteDeadline(now.Add(writeTimeout))
 }
+
+// deadlineSlack is how stale a stream's write deadline may get.
+const deadlineSlack = time.Second
 
 func (w *sseWriter) keepalive() error {
 	w.deadline()
@@ -139,11 +150,27 @@ func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscript
 	if err := w.flush(); err != nil {
 		return false, err
 	}
-	tick := time.NewTicker(s.cfg.KeepAlive)
-	defer tick.Stop()
-	var batch []kernel.Frame
+	return s.live(ctx, w, sub, stop)
+}
+
+// live writes sub's live frames until the stream ends. The server's
+// flusher writes them (see flusher); this goroutine only sends keepalives
+// and notices the stream's end.
+func (s *Server) live(ctx context.Context, w *sseWriter, sub *kernel.Subscription, stop func(kernel.Frame) bool) (bool, error) {
+	var (
+		mu       sync.Mutex // serializes writes: drains, keepalives, the last drain
+		over     bool       // the stream ended: nothing more is written
+		stopped  bool       // stop returned true
+		werr     error      // the write that ended the stream failed so
+		batch    []kernel.Frame
+		finished = make(chan struct{}) // closed when a drain ends the stream
+	)
+	// writeBatch writes everything queued; mu is held.
 	writeBatch := func() (bool, error) {
 		batch = sub.Take(batch[:0])
+		if len(batch) == 0 {
+			return false, nil
+		}
 		for _, f := range batch {
 			if err := w.frame(f); err != nil {
 				return false, err
@@ -154,28 +181,67 @@ func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscript
 		}
 		return false, w.flush()
 	}
+	sk := &sink{drain: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return
+		}
+		if done, err := writeBatch(); done || err != nil {
+			over, stopped, werr = true, done, err
+			close(finished)
+		}
+	}}
+	sub.Notify(func() { s.flush.schedule(sk) })
+	// end stops the stream; if a drain ended it first, that drain's
+	// outcome is the stream's.
+	end := func(last bool) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return stopped, werr
+		}
+		over = true
+		if last {
+			return writeBatch()
+		}
+		return false, nil
+	}
+
+	tick := time.NewTicker(s.cfg.KeepAlive)
+	defer tick.Stop()
 	for {
 		select {
-		case <-sub.Ready():
-			if done, err := writeBatch(); done || err != nil {
-				return done, err
-			}
+		case <-finished:
+			return end(false)
 		case <-sub.Done():
-			done, err := writeBatch()
-			if done || err != nil {
+			if errors.Is(sub.Err(), kernel.ErrSlow) {
+				// A drain may be blocked on this very client: cut it off.
+				_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
+				_, _ = end(false)
+				return false, kernel.ErrSlow
+			}
+			if done, err := end(true); done || err != nil {
 				return done, err
 			}
 			return false, sub.Err()
 		case <-tick.C:
-			if !w.wrote {
-				if err := w.keepalive(); err != nil {
-					return false, err
-				}
+			mu.Lock()
+			var err error
+			if !over && !w.wrote {
+				err = w.keepalive()
 			}
 			w.wrote = false
+			mu.Unlock()
+			if err != nil {
+				_, _ = end(false)
+				return false, err
+			}
 		case <-ctx.Done():
+			_, _ = end(false)
 			return false, ctx.Err()
 		case <-s.ctx.Done():
+			_, _ = end(false)
 			return false, s.ctx.Err()
 		}
 	}

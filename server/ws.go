@@ -83,7 +83,10 @@ const maxWSMessage = 256 << 10
 // write sends msgs as one message (or a few, for a long batch),
 // newline-separated, assembled in a pooled buffer so an idle connection
 // holds none.
-func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
+func (t *wsTransport) write(msgs [][]byte) error {
+	// No deadline here (the connection's stall timer bounds a write), so
+	// coder/websocket sets up no timeout per message.
+	ctx := context.Background()
 	if len(msgs) == 1 {
 		return t.c.Write(ctx, websocket.MessageText, msgs[0])
 	}
@@ -108,6 +111,8 @@ func (t *wsTransport) write(ctx context.Context, msgs [][]byte) error {
 	}
 	return t.c.Write(ctx, websocket.MessageText, *buf)
 }
+
+func (t *wsTransport) abort() { t.c.CloseNow() }
 
 func (t *wsTransport) close(code closeCode, reason string) {
 	// A close frame's reason is at most 123 bytes, and must stay UTF-8.

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// flusher writes live frames for every stream and connection on a few
+// goroutines, instead of one goroutine per subscriber woken for each
+// published batch.
+//
+// Why: under fan-out to a thousand subscribers the Go scheduler's run queue
+// holds a thousand woken writers, and every hop of a frame's way to the
+// hub (provider, session actor, committer, store) waits behind all of
+// them. With a handful of workers the queue stays short, so those hops run
+// promptly, and a worker that finds the queue full moves from one sink to
+// the next without parking.
+//
+// A sink is scheduled when it has something to write; a scheduled sink is
+// queued once however often it is scheduled, and never drained by two
+// workers at once. A drain may block on a peer that reads slowly: when a
+// worker has been draining one sink for stallAfter, another worker starts,
+// so one slow peer holds up no one else. Workers above the minimum exit
+// when the queue is empty.
+type flusher struct {
+	min int // workers kept while idle
+
+	mu      sync.Mutex // guards everything below
+	cond    *sync.Cond // signalled when queue grows
+	queue   []*sink    // sinks waiting for a worker, in order, from head
+	head    int
+	idle    int // workers waiting on cond
+	workers int // workers running
+	all     map[*worker]struct{}
+	closed  bool
+}
+
+// stallAfter is how long one drain may run before another worker starts.
+const stallAfter = 2 * time.Millisecond
+
+// Sink states.
+const (
+	sinkIdle    = iota // nothing to write, not queued
+	sinkQueued         // in the queue
+	sinkRunning        // being drained
+	sinkDirty          // being drained, and scheduled again meanwhile
+)
+
+// sink is one writer served by a flusher: a stream or a connection. drain
+// writes whatever it has; it is never called concurrently with itself.
+type sink struct {
+	state atomic.Int32
+	drain func()
+}
+
+func newFlusher(min int) *flusher {
+	if min < 1 {
+		min = 1
+	}
+	f := &flusher{min: min}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+// schedule queues s to be drained, unless it is queued already. It never
+// blocks, so a publisher may call it.
+func (f *flusher) schedule(s *sink) {
+	for {
+		switch st := s.state.Load(); st {
+		case sinkIdle:
+			if !s.state.CompareAndSwap(sinkIdle, sinkQueued) {
+				continue
+			}
+			f.enqueue(s)
+			return
+		case sinkRunning:
+			if !s.state.CompareAndSwap(sinkRunning, sinkDirty) {
+				continue
+			}
+			return
+		default: // queued, or already due another drain
+			return
+		}
+	}
+}
+
+func (f *flusher) enqueue(s *sink) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	f.queue = append(f.queue, s)
+	switch {
+	case f.idle > 0:
+		f.cond.Signal()
+	case f.workers < f.min:
+		f.spawn()
+	}
+}
+
+// worker is one of a flusher's goroutines; its fields are guarded by
+// flusher.mu.
+type worker struct {
+	draining bool      // in a drain, since started
+	started  time.Time // when the drain began
+}
+
+// spawn starts a worker; f.mu is held.
+func (f *flusher) spawn() {
+	w := &worker{}
+	if f.all == nil {
+		f.all = make(map[*worker]struct{})
+	}
+	f.all[w] = struct{}{}
+	f.workers++
+	go f.work(w)
+}
+
+// check runs while w drains, every stallAfter: if sinks wait, no worker
+// is free and too few are making progress, it starts one more. It reports
+// whether w is still draining.
+func (f *flusher) check(w *worker) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !w.draining {
+		return false
+	}
+	if f.closed || f.head == len(f.queue) || f.idle > 0 {
+		return true
+	}
+	now := time.Now()
+	moving := 0
+	for o := range f.all {
+		if !o.draining || now.Sub(o.started) < stallAfter {
+			moving++
+		}
+	}
+	if moving < f.min {
+		f.spawn()
+	}
+	return true
+}
+
+func (f *flusher) work(w *worker) {
+	var stall *time.Timer
+	stall = time.AfterFunc(time.Hour, func() {
+		if f.check(w) {
+			stall.Reset(stallAfter)
+		}
+	})
+	stall.Stop()
+	f.mu.Lock()
+	for {
+		for f.head == len(f.queue) {
+			if f.closed || f.workers > f.min {
+				f.workers--
+				delete(f.all, w)
+				f.mu.Unlock()
+				stall.Stop()
+				return
+			}
+			f.idle++
+			f.cond.Wait()
+			f.idle--
+		}
+		s := f.queue[f.head]
+		f.queue[f.head] = nil
+		if f.head++; f.head == len(f.queue) {
+			f.queue, f.head = f.queue[:0], 0
+		}
+		w.draining, w.started = true, time.Now()
+		f.mu.Unlock()
+
+		s.state.Store(sinkRunning)
+		stall.Reset(stallAfter)
+		s.drain()
+		stall.Stop()
+		if !s.state.CompareAndSwap(sinkRunning, sinkIdle) {
+			// Scheduled again while it drained: back of the queue.
+			s.state.Store(sinkQueued)
+			f.enqueue(s)
+		}
+		// Let goroutines this drain woke, and the session goroutines that
+		// feed the hub, run before the next sink: a worker with a full
+		// queue would otherwise keep its processor for a whole time slice.
+		runtime.Gosched()
+		f.mu.Lock()
+		w.draining = false
+	}
+}
+
+// close drops what is queued and stops the workers; later schedules do
+// nothing.
+func (f *flusher) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.queue, f.head = nil, 0
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waitFor fails t unless cond holds within 10 s (a bound for a broken
+// flusher, not a speed figure).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestFlusherDrainsEachScheduleOnceAtATime(t *testing.T) {
+	f := newFlusher(2)
+	defer f.close()
+	var (
+		running, overlaps, drains atomic.Int64
+		pending                   atomic.Int64 // schedules not yet covered by a drain
+	)
+	s := &sink{}
+	s.drain = func() {
+		if running.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		pending.Store(0)
+		drains.Add(1)
+		time.Sleep(50 * time.Microsecond) // widen the window for a second drain
+		running.Add(-1)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				pending.Add(1)
+				f.schedule(s)
+			}
+		}()
+	}
+	wg.Wait()
+	// Every schedule is followed by a drain: none is lost.
+	waitFor(t, "a drain after the last schedule", func() bool { return pending.Load() == 0 && s.state.Load() == sinkIdle })
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d drains ran while another drain of the same sink was running", n)
+	}
+	if n := drains.Load(); n >= 8000 {
+		t.Errorf("%d drains for 8000 schedules: schedules of a queued sink were not merged", n)
+	}
+}
+
+func TestFlusherSlowDrainHoldsNoOneElse(t *testing.T) {
+	f := newFlusher(1)
+	defer f.close()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	slow := &sink{drain: func() {
+		close(blocked)
+		<-release // a peer that reads nothing
+	}}
+	f.schedule(slow)
+	<-blocked
+	// The only worker is stuck; other sinks are still drained, by a worker
+	// started for them.
+	const n = 50
+	var done atomic.Int64
+	others := make([]*sink, n)
+	for i := range others {
+		others[i] = &sink{drain: func() { done.Add(1) }}
+		f.schedule(others[i])
+	}
+	waitFor(t, "the other sinks to drain while one drain is blocked", func() bool { return done.Load() == n })
+	close(release)
+	// The extra worker leaves once the queue is empty.
+	waitFor(t, "the flusher to shrink back to its minimum", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.workers == f.min
+	})
+}
+
+func TestFlusherClosed(t *testing.T) {
+	f := newFlusher(2)
+	var drained atomic.Int64
+	s := &sink{drain: func() { drained.Add(1) }}
+	f.schedule(s)
+	waitFor(t, "the first drain", func() bool { return drained.Load() == 1 })
+	f.close()
+	waitFor(t, "the workers to stop", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.workers == 0
+	})
+	s.state.Store(sinkIdle)
+	f.schedule(s)
+	time.Sleep(10 * time.Millisecond)
+	if n := drained.Load(); n != 1 {
+		t.Errorf("drained %d times, want 1: a closed flusher drained a sink", n)
+	}
+}
