@@ -84,10 +84,11 @@ type conn struct {
 	// stall cuts off a peer that accepts nothing for writeTimeout.
 	stall *time.Timer
 
-	drainMu sync.Mutex // serializes writes; guards what follows and attachment.live
-	over    bool       // the connection is ending: nothing more is written
-	werr    error      // the write that failed
-	msgs    [][]byte   // a drain's messages, kept for reuse
+	drainMu sync.Mutex    // serializes writes; guards what follows
+	over    bool          // the connection is ending: nothing more is written
+	werr    error         // the write that failed
+	live    []*attachment // attachments whose backlog is queued: drains take their frames
+	msgs    [][]byte      // a drain's messages, kept for reuse
 	frames  []kernel.Frame
 
 	mu       sync.Mutex // guards attached and watching
@@ -97,13 +98,11 @@ type conn struct {
 }
 
 type attachment struct {
-	sub    *kernel.Subscription
-	watch  *watchSet
-	cancel context.CancelFunc
-	done   chan struct{}
-	// live is set (under conn.drainMu) once the backlog is queued: drains
-	// then take the subscription's frames.
-	live bool
+	session string
+	sub     *kernel.Subscription
+	watch   *watchSet
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the pump returns
 }
 
 // closeError ends a connection with a code and a reason.
@@ -324,7 +323,7 @@ func (c *conn) attach(q *protocol.SessionAttach) error {
 	}
 	head := sub.Head()
 	ctx, cancel := context.WithCancel(c.ctx)
-	a := &attachment{sub: sub, watch: c.watchSet(q.Session), cancel: cancel, done: make(chan struct{})}
+	a := &attachment{session: q.Session, sub: sub, watch: c.watchSet(q.Session), cancel: cancel, done: make(chan struct{})}
 	c.mu.Lock()
 	c.attached[q.Session] = a
 	c.mu.Unlock()
@@ -383,8 +382,18 @@ func (c *conn) detach(session string) error {
 	}
 	a.cancel()
 	<-a.done
+	c.unlive(a)
 	a.sub.Close()
 	return nil
+}
+
+// unlive stops drains taking a's frames; its pump has returned.
+func (c *conn) unlive(a *attachment) {
+	c.drainMu.Lock()
+	defer c.drainMu.Unlock()
+	if i := slices.Index(c.live, a); i >= 0 {
+		c.live = slices.Delete(c.live, i, i+1)
+	}
 }
 
 func (c *conn) detachAll() {
@@ -398,6 +407,7 @@ func (c *conn) detachAll() {
 	for _, a := range list {
 		a.cancel()
 		<-a.done
+		c.unlive(a)
 		a.sub.Close()
 	}
 	c.pumps.Wait()
@@ -439,7 +449,7 @@ func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 	// Everything queued so far goes out before the first live frame: a
 	// drain takes the queue, then the live sessions' frames.
 	c.drainMu.Lock()
-	a.live = true
+	c.live = append(c.live, a)
 	c.drainMu.Unlock()
 	a.sub.Notify(func() { c.s.flush.schedule(&c.sink) })
 }
@@ -459,11 +469,7 @@ func (c *conn) drain() {
 	}
 	msgs, _ := c.out.takeNow(c.msgs[:0])
 	var cause error
-	c.mu.Lock()
-	for session, a := range c.attached {
-		if !a.live {
-			continue
-		}
+	for _, a := range c.live {
 		c.frames = a.sub.Take(c.frames[:0])
 		for _, f := range c.frames {
 			if a.watch.keep(f) {
@@ -477,14 +483,13 @@ func (c *conn) drain() {
 			// after the frames queued before the end.
 			switch err := a.sub.Err(); {
 			case errors.Is(err, kernel.ErrSlow):
-				cause = &closeError{closeSlow, fmt.Sprintf("too far behind on session %s: reconnect and attach with since=<last seq>", session)}
+				cause = &closeError{closeSlow, fmt.Sprintf("too far behind on session %s: reconnect and attach with since=<last seq>", a.session)}
 			case err != nil:
-				cause = &closeError{closeShutdown, fmt.Sprintf("session %s: %v", session, err)}
+				cause = &closeError{closeShutdown, fmt.Sprintf("session %s: %v", a.session, err)}
 			}
 		default:
 		}
 	}
-	c.mu.Unlock()
 	c.write(msgs)
 	clear(msgs)
 	c.msgs = msgs[:0]
