@@ -63,6 +63,9 @@ type ServerConfig struct {
 	Listen       string   `toml:"listen"`
 	MaxBodyBytes int64    `toml:"max_body_bytes"`
 	KeepAlive    Duration `toml:"keepalive"`
+	// FlushInterval is the shortest time between two writes to one client:
+	// frames published sooner go out together. 0 writes each at once.
+	FlushInterval Duration `toml:"flush_interval"`
 }
 
 // StoreConfig is the [store] table.
@@ -160,7 +163,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		Server:  ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}},
+		Server:  ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}, FlushInterval: Duration{5 * time.Millisecond}},
 		Store:   StoreConfig{Data: DefaultDataDir()},
 		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
 		Prices:  agent.PriceTable{},
@@ -273,7 +276,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -318,6 +321,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server.max_body_bytes is %d: set it to at least 1024", c.Server.MaxBodyBytes)
 	case c.Server.KeepAlive.Duration < 100*time.Millisecond:
 		return fmt.Errorf("server.keepalive is %s: set it to at least 100ms", c.Server.KeepAlive)
+	case c.Server.FlushInterval.Duration < 0 || c.Server.FlushInterval.Duration > time.Second:
+		return fmt.Errorf("server.flush_interval is %s: set it between 0s (write each frame at once) and 1s; the default is 5ms", c.Server.FlushInterval)
 	case c.Store.Data == "":
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
 	case c.Agent.MaxSteps < 1:

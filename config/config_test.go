@@ -21,7 +21,7 @@ func TestLoad(t *testing.T) {
 		{
 			name: "defaults",
 			check: func(t *testing.T, c config.Config) {
-				if c.Server.Listen != "127.0.0.1:7411" || c.Agent.Model != "" || c.Consent.Timeout.Duration != 5*time.Minute || c.Server.MaxBodyBytes != 4<<20 || c.Server.KeepAlive.Duration != 15*time.Second {
+				if c.Server.Listen != "127.0.0.1:7411" || c.Agent.Model != "" || c.Consent.Timeout.Duration != 5*time.Minute || c.Server.MaxBodyBytes != 4<<20 || c.Server.KeepAlive.Duration != 15*time.Second || c.Server.FlushInterval.Duration != 5*time.Millisecond {
 					t.Errorf("Load() = %+v, want the built-in defaults", c)
 				}
 			},
@@ -111,6 +111,8 @@ func TestLoad(t *testing.T) {
 		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},
 		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
 		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},
+		{name: "long flush interval", file: "[server]\nflush_interval = \"2s\"\n", wantErr: "server.flush_interval is 2s"},
+		{name: "negative flush interval", file: "[server]\nflush_interval = \"-1ms\"\n", wantErr: "server.flush_interval is -1ms"},
 		{name: "small body limit", file: "[server]\nmax_body_bytes = 10\n", wantErr: "max_body_bytes is 10"},
 		{name: "bad price name", file: "[prices.gpt]\ninput = 1\n", wantErr: "provider:model"},
 		{name: "bad env number", env: map[string]string{"ORRERY_MAX_BODY_BYTES": "lots"}, wantErr: "ORRERY_MAX_BODY_BYTES"},

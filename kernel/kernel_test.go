@@ -687,3 +687,79 @@ func TestCancelledRunIsStillCharged(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSubscriptionNotify checks the hook the server's flusher relies on:
+// with Notify set, every frame a run logs reaches the subscriber through
+// the hook (never through Ready), queued frames at the time of the call
+// notify at once, and the end notifies too.
+func TestSubscriptionNotify(t *testing.T) {
+	e := newEnv(t, script(t, map[string]any{"text": []string{"a", "b", "c", "d"}, "delay_ms": 5}))
+	ctx := context.Background()
+	s := e.session(t)
+	sub, err := s.Subscribe(ctx, new(uint64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frames are queued before the hook is set: setting it notifies.
+	if _, err := s.Send(ctx, kernel.SendInput{Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no frame queued within 10 s of the send")
+		}
+		select {
+		case <-sub.Ready():
+		default:
+			continue
+		}
+		break
+	}
+	notes := make(chan struct{}, 1024)
+	sub.Notify(func() { notes <- struct{}{} })
+	select { // a frame may have signalled Ready before the hook was set
+	case <-sub.Ready():
+	default:
+	}
+	var got []kernel.Frame
+	terminal := false
+	timeout := time.After(10 * time.Second)
+	for !terminal {
+		select {
+		case <-notes:
+		case <-timeout:
+			t.Fatalf("no notification for the rest of the run; got %d frames", len(got))
+		}
+		for _, f := range sub.Take(nil) {
+			got = append(got, f)
+			terminal = terminal || protocol.EventType(f.Type).Terminal()
+		}
+	}
+	logged, _, err := s.Read(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(logged) {
+		t.Errorf("took %d frames through notifications, the log holds %d", len(got), len(logged))
+	}
+	for i := range min(len(got), len(logged)) {
+		if got[i].Seq != logged[i].Seq {
+			t.Fatalf("frame %d: seq %d, the log's is %d", i, got[i].Seq, logged[i].Seq)
+		}
+	}
+	select {
+	case <-sub.Ready():
+		t.Error("Ready was signalled while a Notify hook was set")
+	default:
+	}
+	// The end notifies.
+	for len(notes) > 0 {
+		<-notes
+	}
+	sub.Close()
+	select {
+	case <-notes:
+	case <-time.After(10 * time.Second):
+		t.Error("Close did not notify")
+	}
+}

@@ -20,12 +20,16 @@ import (
 //
 // A sink is scheduled when it has something to write; a scheduled sink is
 // queued once however often it is scheduled, and never drained by two
-// workers at once. A drain may block on a peer that reads slowly: when a
+// workers at once. A sink drained less than every ago waits, aside, until
+// that much time has passed, so a busy stream's frames go out together
+// (fewer writes: the cost of fan-out is mostly one syscall per write) while
+// the first frame after a quiet spell goes out at once. A drain may block on a peer that reads slowly: when a
 // worker has been draining one sink for stallAfter, another worker starts,
 // so one slow peer holds up no one else. Workers above the minimum exit
 // when the queue is empty.
 type flusher struct {
-	min int // workers kept while idle
+	min   int           // workers kept while idle
+	every time.Duration // shortest time between two drains of a sink
 
 	mu      sync.Mutex // guards everything below
 	cond    *sync.Cond // signalled when queue grows
@@ -35,6 +39,11 @@ type flusher struct {
 	workers int // workers running
 	all     map[*worker]struct{}
 	closed  bool
+	// aside holds sinks drained less than every ago, in the order they
+	// were set aside; wake moves them back to the queue when due.
+	aside []*sink
+	wake  *time.Timer
+	armed bool // wake is set
 }
 
 // stallAfter is how long one drain may run before another worker starts.
@@ -53,15 +62,77 @@ const (
 type sink struct {
 	state atomic.Int32
 	drain func()
+	last  time.Time // when its last drain began; guarded by flusher.mu
 }
 
-func newFlusher(min int) *flusher {
+// newFlusher returns a flusher keeping min workers that drains a sink at
+// most once per every (0: as often as it is scheduled).
+func newFlusher(min int, every time.Duration) *flusher {
 	if min < 1 {
 		min = 1
 	}
-	f := &flusher{min: min}
+	f := &flusher{min: min, every: max(every, 0)}
 	f.cond = sync.NewCond(&f.mu)
+	f.wake = time.AfterFunc(time.Hour, f.due)
+	f.wake.Stop()
 	return f
+}
+
+// minWake is the finest grain of the wake timer, so that sinks due a few
+// microseconds apart share one wake-up.
+const minWake = time.Millisecond
+
+// setAside puts s aside until it is due; f.mu is held.
+func (f *flusher) setAside(s *sink, now time.Time) {
+	f.aside = append(f.aside, s)
+	if !f.armed {
+		f.armed = true
+		f.wake.Reset(max(s.last.Add(f.every).Sub(now), minWake))
+	}
+}
+
+// due moves the sinks set aside that are due back to the queue.
+func (f *flusher) due() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed = false
+	if f.closed {
+		return
+	}
+	now := time.Now()
+	keep := f.aside[:0]
+	var next time.Duration
+	for _, s := range f.aside {
+		wait := s.last.Add(f.every).Sub(now)
+		if wait > 0 {
+			keep = append(keep, s)
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		f.queue = append(f.queue, s)
+	}
+	clear(f.aside[len(keep):])
+	f.aside = keep
+	if len(keep) > 0 {
+		f.armed = true
+		f.wake.Reset(max(next, minWake))
+	}
+	f.startWorkers()
+}
+
+// startWorkers wakes or starts workers for a grown queue; f.mu is held.
+func (f *flusher) startWorkers() {
+	if f.head == len(f.queue) {
+		return
+	}
+	switch {
+	case f.idle > 0:
+		f.cond.Broadcast()
+	case f.workers < f.min:
+		f.spawn()
+	}
 }
 
 // schedule queues s to be drained, unless it is queued already. It never
@@ -171,7 +242,13 @@ func (f *flusher) work(w *worker) {
 		if f.head++; f.head == len(f.queue) {
 			f.queue, f.head = f.queue[:0], 0
 		}
-		w.draining, w.started = true, time.Now()
+		now := time.Now()
+		if f.every > 0 && now.Sub(s.last) < f.every {
+			f.setAside(s, now)
+			continue
+		}
+		s.last = now
+		w.draining, w.started = true, now
 		f.mu.Unlock()
 
 		s.state.Store(sinkRunning)
@@ -198,6 +275,8 @@ func (f *flusher) close() {
 	f.mu.Lock()
 	f.closed = true
 	f.queue, f.head = nil, 0
+	f.aside = nil
+	f.wake.Stop()
 	f.cond.Broadcast()
 	f.mu.Unlock()
 }

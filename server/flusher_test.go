@@ -20,7 +20,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestFlusherDrainsEachScheduleOnceAtATime(t *testing.T) {
-	f := newFlusher(2)
+	f := newFlusher(2, 0)
 	defer f.close()
 	var (
 		running, overlaps, drains atomic.Int64
@@ -59,7 +59,7 @@ func TestFlusherDrainsEachScheduleOnceAtATime(t *testing.T) {
 }
 
 func TestFlusherSlowDrainHoldsNoOneElse(t *testing.T) {
-	f := newFlusher(1)
+	f := newFlusher(1, 0)
 	defer f.close()
 	release := make(chan struct{})
 	blocked := make(chan struct{})
@@ -89,7 +89,7 @@ func TestFlusherSlowDrainHoldsNoOneElse(t *testing.T) {
 }
 
 func TestFlusherClosed(t *testing.T) {
-	f := newFlusher(2)
+	f := newFlusher(2, 0)
 	var drained atomic.Int64
 	s := &sink{drain: func() { drained.Add(1) }}
 	f.schedule(s)
@@ -105,5 +105,49 @@ func TestFlusherClosed(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	if n := drained.Load(); n != 1 {
 		t.Errorf("drained %d times, want 1: a closed flusher drained a sink", n)
+	}
+}
+
+func TestFlusherPacesABusySink(t *testing.T) {
+	const every = 20 * time.Millisecond
+	f := newFlusher(2, every)
+	defer f.close()
+	var drains, pending atomic.Int64
+	s := &sink{}
+	s.drain = func() {
+		pending.Store(0)
+		drains.Add(1)
+	}
+	start := time.Now()
+	for time.Since(start) < 300*time.Millisecond {
+		pending.Add(1)
+		f.schedule(s)
+		time.Sleep(100 * time.Microsecond)
+	}
+	waitFor(t, "a drain after the last schedule", func() bool { return pending.Load() == 0 && s.state.Load() == sinkIdle })
+	elapsed := time.Since(start)
+	n := drains.Load()
+	if limit := int64(elapsed/every) + 1; n > limit {
+		t.Errorf("%d drains in %v, want at most %d: a sink was drained more often than every %v", n, elapsed, limit, every)
+	}
+	if n < 2 {
+		t.Errorf("%d drains in %v: a busy sink was not drained again once due", n, elapsed)
+	}
+}
+
+func TestFlusherFirstDrainIsNotPaced(t *testing.T) {
+	f := newFlusher(1, time.Hour)
+	defer f.close()
+	var drains atomic.Int64
+	s := &sink{drain: func() { drains.Add(1) }}
+	// The first schedule drains at once, however long the interval.
+	f.schedule(s)
+	waitFor(t, "the first drain", func() bool { return drains.Load() == 1 })
+	// The next waits out the interval.
+	waitFor(t, "the sink to go idle", func() bool { return s.state.Load() == sinkIdle })
+	f.schedule(s)
+	time.Sleep(50 * time.Millisecond)
+	if n := drains.Load(); n != 1 {
+		t.Errorf("drained %d times, want 1: a sink drained a moment ago was drained again before its interval", n)
 	}
 }

@@ -53,6 +53,11 @@ type Config struct {
 	// PingInterval is how often a WebSocket is pinged; 0 means
 	// DefaultPingInterval, negative turns pings off.
 	PingInterval time.Duration
+	// FlushInterval is the shortest time between two writes to one stream
+	// or connection: frames published sooner go out together in the next
+	// write, and the first frame after a quiet spell goes out at once. 0
+	// means DefaultFlushInterval; negative writes as often as frames come.
+	FlushInterval time.Duration
 	// SaveConfig writes one key of the configuration file (for ui.save);
 	// nil refuses ui.save.
 	SaveConfig func(key, value string) error
@@ -69,6 +74,11 @@ type Config struct {
 	// runs (ext.list answers none).
 	Extensions Extensions
 }
+
+// DefaultFlushInterval is Config.FlushInterval's default: well under what a
+// person notices, and enough to cut the writes of a busy stream several
+// times (see docs/PERFORMANCE.md).
+const DefaultFlushInterval = 5 * time.Millisecond
 
 // DefaultPingInterval is how often a WebSocket is pinged.
 const DefaultPingInterval = 20 * time.Second
@@ -118,6 +128,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = cfg.MaxBodyBytes
 	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = DefaultFlushInterval
+	}
 	if cfg.PingInterval == 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
@@ -126,7 +139,7 @@ func New(cfg Config) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		flush: newFlusher(runtime.GOMAXPROCS(0))}
+		flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval)}
 	s.mux.HandleFunc("POST /run", s.handleRun)
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)

@@ -107,13 +107,14 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", cfg.Server.Listen, err)
 	}
 	srv := server.New(server.Config{
-		Kernel:       k.kernel,
-		Hub:          k.hub,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		KeepAlive:    cfg.Server.KeepAlive.Duration,
-		Logger:       log,
-		Tokens:       tokens,
-		Models:       slices.Sorted(maps.Keys(cfg.Models)),
+		Kernel:        k.kernel,
+		Hub:           k.hub,
+		MaxBodyBytes:  cfg.Server.MaxBodyBytes,
+		KeepAlive:     cfg.Server.KeepAlive.Duration,
+		FlushInterval: flushInterval(cfg.Server.FlushInterval.Duration),
+		Logger:        log,
+		Tokens:        tokens,
+		Models:        slices.Sorted(maps.Keys(cfg.Models)),
 		SaveConfig: func(key, value string) error {
 			path := c.common.configPath
 			if path == "" {
@@ -197,4 +198,13 @@ func isLoopbackListen(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// flushInterval maps server.flush_interval to server.Config, where 0 means
+// the default and a negative interval turns pacing off.
+func flushInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -116,7 +116,7 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 			}
 		}()
 		srv := server.New(server.Config{
-			Kernel: k.kernel, Logger: log,
+			Kernel: k.kernel, Logger: log, FlushInterval: flushInterval(cfg.Server.FlushInterval.Duration),
 			SaveConfig: func(key, value string) error {
 				path := c.common.configPath
 				if path == "" {
