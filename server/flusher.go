@@ -20,10 +20,15 @@ import (
 //
 // A sink is scheduled when it has something to write; a scheduled sink is
 // queued once however often it is scheduled, and never drained by two
-// workers at once. A sink drained less than every ago waits, aside, until
-// that much time has passed, so a busy stream's frames go out together
-// (fewer writes: the cost of fan-out is mostly one syscall per write) while
-// the first frame after a quiet spell goes out at once. A drain may block on a peer that reads slowly: when a
+// workers at once.
+//
+// When the flusher is busy (as many other sinks wait, in the queue or
+// aside, as it has workers), a sink
+// drained less than every ago waits, aside, until that much time has
+// passed, so its frames go out together: the cost of fan-out is mostly one
+// syscall per write, and this cuts the writes several times exactly when
+// they are the bottleneck. A flusher that keeps up writes every frame at
+// once, and the first frame after a quiet spell is never held. A drain may block on a peer that reads slowly: when a
 // worker has been draining one sink for stallAfter, another worker starts,
 // so one slow peer holds up no one else. Workers above the minimum exit
 // when the queue is empty.
@@ -243,7 +248,7 @@ func (f *flusher) work(w *worker) {
 			f.queue, f.head = f.queue[:0], 0
 		}
 		now := time.Now()
-		if f.every > 0 && now.Sub(s.last) < f.every {
+		if f.every > 0 && now.Sub(s.last) < f.every && len(f.queue)-f.head+len(f.aside) >= f.min {
 			f.setAside(s, now)
 			continue
 		}
