@@ -65,11 +65,13 @@ func TestServeToSDKClient(t *testing.T) {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- acp.Serve(ctx, fromClient, toClient, acp.ServeConfig{Kernel: k}) }()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the SDK client failed: %v", err)
-	}
+	// Serve reads the editor's stdout to its end before Wait closes that
+	// pipe (Wait must come after the reads, or a read sees a closed file).
 	if err := <-served; err != nil {
 		t.Errorf("Serve() = %v, want nil when the editor leaves", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the SDK client failed: %v", err)
 	}
 
 	data, err := os.ReadFile(report)
