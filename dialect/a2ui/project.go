@@ -38,22 +38,37 @@ import (
 // updateComponents, updateDataModel. It refuses what component.Parse or
 // Bind refuses.
 func ProjectComponent(id string, structure, data json.RawMessage) ([]Message, error) {
+	return projectCompiled(id, compileCached(structure), data)
+}
+
+// projectUncached is ProjectComponent as it was before the cache: every
+// call parses and decodes the structure, and each node shown as text
+// parses its subtree. Tests compare the two.
+func projectUncached(id string, structure, data json.RawMessage) ([]Message, error) {
 	s, err := component.Parse(structure, component.DefaultLimits())
 	if err != nil {
-		return nil, err
-	}
-	if len(data) == 0 {
-		data = json.RawMessage(`{}`)
-	}
-	if _, err := s.Bind(data); err != nil {
 		return nil, err
 	}
 	var node map[string]any
 	if err := decodeJSON(structure, &node); err != nil {
 		return nil, err
 	}
-	p := &projector{id: id, data: data, bound: true}
-	if err := p.node(node, "root"); err != nil {
+	return projectCompiled(id, &compiled{structure: s, node: node}, data)
+}
+
+// projectCompiled binds data into a compiled structure and lowers it.
+func projectCompiled(id string, c *compiled, data json.RawMessage) ([]Message, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if len(data) == 0 {
+		data = json.RawMessage(`{}`)
+	}
+	if _, err := c.structure.Bind(data); err != nil {
+		return nil, err
+	}
+	p := &projector{id: id, data: data, bound: true, sub: c.sub}
+	if err := p.node(c.node, "root"); err != nil {
 		return nil, err
 	}
 	return p.messages(data), nil
@@ -121,6 +136,9 @@ type projector struct {
 	data  json.RawMessage
 	bound bool // strings are templates over data
 	comps []Component
+	// sub holds the parsed subtrees shown as text, by component id; nil
+	// parses them as they come.
+	sub map[string]subtree
 }
 
 func (p *projector) messages(data json.RawMessage) []Message {
@@ -261,7 +279,7 @@ func (p *projector) node(n map[string]any, id string) error {
 	case ui.KindQuestion:
 		return p.question(n, id, on)
 	default:
-		text, err := p.textForm(n)
+		text, err := p.textForm(n, id)
 		if err != nil {
 			return err
 		}
@@ -331,7 +349,7 @@ func (p *projector) question(n map[string]any, id string, on map[string]any) err
 
 // textForm is the text every Orrery client shows for a node of a kind the
 // basic catalog lacks.
-func (p *projector) textForm(n map[string]any) (string, error) {
+func (p *projector) textForm(n map[string]any, id string) (string, error) {
 	if !p.bound {
 		kind := make(map[string]any, len(n))
 		for k, v := range n {
@@ -345,15 +363,18 @@ func (p *projector) textForm(n map[string]any) (string, error) {
 		}
 		return ui.Text(raw)
 	}
-	raw, err := json.Marshal(n)
-	if err != nil {
-		return "", err
+	st, ok := p.sub[id]
+	if !ok {
+		raw, err := json.Marshal(n)
+		if err != nil {
+			return "", err
+		}
+		st.structure, st.err = component.Parse(raw, component.DefaultLimits())
 	}
-	s, err := component.Parse(raw, component.DefaultLimits())
-	if err != nil {
-		return "", fmt.Errorf("project node: %w", err)
+	if st.err != nil {
+		return "", fmt.Errorf("project node: %w", st.err)
 	}
-	b, err := s.Bind(p.data)
+	b, err := st.structure.Bind(p.data)
 	if err != nil {
 		return "", fmt.Errorf("project node: %w", err)
 	}
