@@ -95,6 +95,10 @@ type Config struct {
 	Command string
 	Args    []string
 	Env     []string
+	// Origin is where the command was given, named in an error that says
+	// what to fix, such as "the acp: spec"; "" means [agents.<Name>] in
+	// the config.
+	Origin string
 	// MCPServers are passed to session/new as ACP McpServer objects.
 	MCPServers []MCPServer
 	// Logger receives the agent's stderr and the bridge's notes; nil means

@@ -53,7 +53,7 @@ func (a *acpAgents) resolve(spec string) (agent.Provider, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg = acp.Config{Name: joinWords(words), Command: words[0], Args: words[1:]}
+		cfg = acp.Config{Name: joinWords(words), Command: words[0], Args: words[1:], Origin: "the acp: spec"}
 	default:
 		return a.next(spec)
 	}

@@ -54,6 +54,8 @@ func TestRunWithAgent(t *testing.T) {
 		{"auth required", "", []string{"--agent", "acp:" + node + " " + script + " --auth"}, exitRunFailed, "", "log in"},
 		{"acp:COMMAND with a quoted path", "", []string{"--agent", "acp:" + node + ` "` + strings.ReplaceAll(spacedScript, `"`, `\"`) + `"`}, 0, "Hello, world.", ""},
 		{"acp:COMMAND with an escaped path", "", []string{"--agent", "acp:" + node + " " + strings.NewReplacer(" ", `\ `, "'", `\'`).Replace(spacedScript) + " --auth"}, exitRunFailed, "", "log in"},
+		{"acp:COMMAND that is missing", "", []string{"--agent", `acp:'/nonexistent/my agent' --acp`}, exitRunFailed, "", "install it, or fix the command in the acp: spec"},
+		{"a configured agent that is missing", "[agents.gone]\ncommand = \"/nonexistent/gone\"\n", []string{"--agent", "gone"}, exitRunFailed, "", "fix the command in [agents.gone]"},
 		{"acp:COMMAND with an unterminated quote", "", []string{"--agent", "acp:" + node + " '/opt/my agent --acp"}, exitUsage, "", "unterminated ' quote: close it"},
 		{"acp:COMMAND ending in a backslash", "", []string{"--agent", "acp:" + node + ` \`}, exitUsage, "", "ends with a backslash"},
 	}
