@@ -48,7 +48,37 @@ const (
 	// CommandsEvent carries an available_commands_update:
 	// {"commands": [...]} as the agent sent them.
 	CommandsEvent = "orrery.commands"
+	// ContextEvent carries a usage_update's context window, so a client
+	// can show how full it is: {"used", "size"} (ContextWindow).
+	ContextEvent = "orrery.context"
 )
+
+// ContextWindow is the value of ContextEvent: the tokens the agent's
+// context holds (Used) out of those it can hold (Size), as the agent last
+// reported them.
+type ContextWindow struct {
+	Used int64 `json:"used"`
+	Size int64 `json:"size"`
+}
+
+// contextEvent returns the ContextEvent of a usage_update whose used and
+// size are whole numbers of tokens, carrying the update in metadata.acp;
+// false for any other update.
+func contextEvent(raw json.RawMessage) (protocol.Event, bool) {
+	var u struct {
+		SessionUpdate string `json:"sessionUpdate"`
+		Used          *int64 `json:"used"`
+		Size          *int64 `json:"size"`
+	}
+	if json.Unmarshal(raw, &u) != nil || u.SessionUpdate != "usage_update" || u.Used == nil || u.Size == nil || *u.Used < 0 || *u.Size < 0 {
+		return nil, false
+	}
+	value, err := json.Marshal(ContextWindow{Used: *u.Used, Size: *u.Size})
+	if err != nil {
+		return nil, false
+	}
+	return &protocol.Custom{Name: ContextEvent, Value: value}, true
+}
 
 // MetaKey is the metadata key under which a frame made from a session
 // update carries the raw update; frames that follow from the same update
@@ -65,6 +95,10 @@ type Config struct {
 	Command string
 	Args    []string
 	Env     []string
+	// Origin is where the command was given, named in an error that says
+	// what to fix, such as "the acp: spec"; "" means [agents.<Name>] in
+	// the config.
+	Origin string
 	// MCPServers are passed to session/new as ACP McpServer objects.
 	MCPServers []MCPServer
 	// Logger receives the agent's stderr and the bridge's notes; nil means
@@ -233,7 +267,10 @@ func (a *Agent) outside(session string, update json.RawMessage) {
 		a.log.Warn("acp: dropped an update that arrived outside a turn", "agent", a.cfg.Name, "session", session)
 		return
 	}
-	ev := &protocol.Raw{Event: update, Source: "acp"}
+	ev, ok := contextEvent(update)
+	if !ok {
+		ev = &protocol.Raw{Event: update, Source: "acp"}
+	}
 	setMeta(ev, update)
 	if err := a.cfg.Outside(context.Background(), session, ev); err != nil {
 		a.log.Warn("acp: could not log an update that arrived outside a turn", "agent", a.cfg.Name, "session", session, "err", err)

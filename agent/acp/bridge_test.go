@@ -677,3 +677,85 @@ func TestCloseStopsStubbornAgent(t *testing.T) {
 		t.Errorf("agent process %s still exists after Close (stat: %v)", pid, err)
 	}
 }
+
+// TestContextWindow checks that a usage_update's used and size become
+// CUSTOM orrery.context, in the turn and after it, each carrying the raw
+// update for ACP faces, that its cost still counts, and that an update
+// without used is kept as RAW.
+func TestContextWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	head := e.s.Head()
+	sub, err := e.s.Subscribe(context.Background(), &head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	evs := run(t, e, "context")
+	var got []acp.ContextWindow
+	var raws []string
+	for _, ev := range evs {
+		c, ok := ev.(*protocol.Custom)
+		if !ok || c.Name != acp.ContextEvent {
+			continue
+		}
+		var w acp.ContextWindow
+		if err := json.Unmarshal(c.Value, &w); err != nil {
+			t.Fatalf("orrery.context value %s: %v", c.Value, err)
+		}
+		got = append(got, w)
+		raw, _ := acp.RawUpdate(ev)
+		raws = append(raws, string(raw))
+	}
+	want := []acp.ContextWindow{{Used: 5000, Size: 200000}, {Used: 6400, Size: 200000}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("orrery.context values = %+v, want %+v; events %v", got, want, types(evs))
+	}
+	if !strings.Contains(raws[1], `"sessionUpdate":"usage_update"`) || !strings.Contains(raws[1], `"used":6400`) || !strings.Contains(raws[1], `"amount":0.002`) {
+		t.Errorf("orrery.context metadata.acp = %s, want the agent's whole usage_update", raws[1])
+	}
+	var rawUsage []string
+	for _, ev := range evs {
+		if r, ok := ev.(*protocol.Raw); ok && strings.Contains(string(r.Event), "usage_update") {
+			rawUsage = append(rawUsage, string(r.Event))
+		}
+	}
+	if len(rawUsage) != 1 || strings.Contains(rawUsage[0], `"used"`) {
+		t.Errorf("RAW usage updates = %q, want only the one without used", rawUsage)
+	}
+	var res protocol.RunResult
+	if err := json.Unmarshal(evs[len(evs)-1].(*protocol.RunFinished).Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.MicroUSD != 2000 {
+		t.Errorf("RUN_FINISHED micro_usd = %d, want 2000 (the usage_update's cost)", res.MicroUSD)
+	}
+
+	// The update after the turn is logged outside any run, mapped the same.
+	tr := &turn{t: t, sub: sub}
+	ev := tr.until(func(ev protocol.Event) bool {
+		c, ok := ev.(*protocol.Custom)
+		return ok && c.Name == acp.ContextEvent && strings.Contains(string(c.Value), "7000")
+	})
+	if v := string(ev.(*protocol.Custom).Value); v != `{"used":7000,"size":200000}` {
+		t.Errorf("late orrery.context = %s", v)
+	}
+	if raw, _ := acp.RawUpdate(ev); !strings.Contains(string(raw), `"used":7000`) {
+		t.Errorf("late orrery.context metadata.acp = %s, want the raw usage_update", raw)
+	}
+
+	// An ACP face relays the agent's own update verbatim.
+	var p acp.Projector
+	if ups := p.Updates(ev); len(ups) != 1 || !strings.Contains(string(ups[0]), `"used":7000`) {
+		t.Errorf("Projector.Updates(orrery.context) = %s, want the agent's usage_update", ups)
+	}
+}
+
+// TestProjectContext checks that orrery.context made by Orrery itself (no
+// metadata.acp) becomes a usage_update for ACP faces.
+func TestProjectContext(t *testing.T) {
+	var p acp.Projector
+	ups := p.Updates(&protocol.Custom{Name: acp.ContextEvent, Value: json.RawMessage(`{"used":12,"size":100}`)})
+	if len(ups) != 1 || string(ups[0]) != `{"sessionUpdate":"usage_update","size":100,"used":12}` {
+		t.Errorf("Projector.Updates(orrery.context) = %s, want one usage_update with used 12 and size 100", ups)
+	}
+}

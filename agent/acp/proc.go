@@ -103,7 +103,7 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 		return nil, fmt.Errorf("start agent %s: %w", a.cfg.Name, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, &startError{name: a.cfg.Name, command: a.cfg.Command, err: err}
+		return nil, &startError{name: a.cfg.Name, command: a.cfg.Command, origin: a.cfg.Origin, err: err}
 	}
 	p := &proc{a: a, session: session, cmd: cmd, stdin: stdin, exited: make(chan struct{}), perms: make(map[string]*permission)}
 	log := a.log.With("agent", a.cfg.Name, "session", session, "pid", cmd.Process.Pid)
@@ -134,12 +134,16 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 
 // startError is an agent command that could not be started.
 type startError struct {
-	name, command string
-	err           error
+	name, command, origin string
+	err                   error
 }
 
 func (e *startError) Error() string {
-	return fmt.Sprintf("the agent %s could not be started (%s: %v): install it, or fix command in [agents.%s]", e.name, e.command, e.err, e.name)
+	origin := e.origin
+	if origin == "" {
+		origin = "[agents." + e.name + "]"
+	}
+	return fmt.Sprintf("the agent %s could not be started (%s: %v): install it, or fix the command in %s", e.name, e.command, e.err, origin)
 }
 
 func (e *startError) Unwrap() error { return e.err }

@@ -13,7 +13,8 @@ import (
 // metadata.acp); the frames of the built-in agent are projected: text and
 // reasoning become message and thought chunks, tool calls become
 // tool_call and tool_call_update, orrery.commands becomes
-// available_commands_update and a task surface at /surfaces/plan a plan.
+// available_commands_update, orrery.context a usage_update (without cost)
+// and a task surface at /surfaces/plan a plan.
 // The zero Projector is ready to use; use one per session stream.
 type Projector struct {
 	calls map[string]*projectedCall
@@ -91,6 +92,12 @@ func (p *Projector) Updates(ev protocol.Event) []json.RawMessage {
 		return one(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": e.ToolCallID, "status": status,
 			"content": []any{map[string]any{"type": "content", "content": textBlock(e.Content.String())}}})
 	case *protocol.Custom:
+		if e.Name == ContextEvent {
+			var v ContextWindow
+			if json.Unmarshal(e.Value, &v) == nil {
+				return one(map[string]any{"sessionUpdate": "usage_update", "used": v.Used, "size": v.Size})
+			}
+		}
 		if e.Name == CommandsEvent {
 			var v struct {
 				Commands json.RawMessage `json:"commands"`

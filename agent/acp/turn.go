@@ -196,6 +196,10 @@ func (t *turn) update(raw json.RawMessage) {
 				_ = t.in.Turn.Usage(t.ctx, agent.Usage{ReportedMicroUSD: int64(math.Round(delta * 1e6))})
 			}
 		}
+		if ev, ok := contextEvent(raw); ok {
+			t.emit(raw, ev)
+			return
+		}
 	}
 	// Everything else, and what the mapping cannot show, is kept raw.
 	t.emit(raw, &protocol.Raw{Event: raw, Source: "acp"})

@@ -49,11 +49,11 @@ func (a *acpAgents) resolve(spec string) (agent.Provider, error) {
 		}
 		cfg = acp.Config{Name: name, Command: def.Command, Args: def.Args, Env: envList(def.Env)}
 	case strings.HasPrefix(spec, "acp:"):
-		fields := strings.Fields(strings.TrimPrefix(spec, "acp:"))
-		if len(fields) == 0 {
-			return nil, errors.New("acp: names no command: write acp:COMMAND ARGS…, such as 'acp:gemini --acp'")
+		words, err := acpCommand(strings.TrimPrefix(spec, "acp:"))
+		if err != nil {
+			return nil, err
 		}
-		cfg = acp.Config{Name: strings.Join(fields, " "), Command: fields[0], Args: fields[1:]}
+		cfg = acp.Config{Name: joinWords(words), Command: words[0], Args: words[1:], Origin: "the acp: spec"}
 	default:
 		return a.next(spec)
 	}
@@ -72,6 +72,27 @@ func (a *acpAgents) resolve(spec string) (agent.Provider, error) {
 	}
 	a.agents[spec] = ag
 	return ag, nil
+}
+
+// acpCommand splits the command line of an "acp:" spec into words (see
+// splitWords), with each way it can be wrong said as what to do.
+func acpCommand(line string) ([]string, error) {
+	words, err := splitWords(line)
+	switch {
+	case errors.Is(err, errOpenSingle):
+		return nil, errors.New("acp: the spec has an unterminated ' quote: close it, as in acp:'/opt/my agent/bin' --acp")
+	case errors.Is(err, errOpenDouble):
+		return nil, errors.New(`acp: the spec has an unterminated " quote: close it, as in acp:"/opt/my agent/bin" --acp`)
+	case errors.Is(err, errTrailingBackslash):
+		return nil, errors.New(`acp: the spec ends with a backslash that escapes nothing: remove it, or write \\ for a backslash`)
+	case err != nil:
+		return nil, fmt.Errorf("acp: split the command line: %w", err)
+	case len(words) == 0:
+		return nil, errors.New("acp: names no command: write acp:COMMAND ARGS…, such as 'acp:gemini --acp'")
+	case words[0] == "":
+		return nil, errors.New("acp: the command is an empty word: write acp:COMMAND ARGS…, such as 'acp:gemini --acp'")
+	}
+	return words, nil
 }
 
 func (a *acpAgents) names() string {

@@ -33,6 +33,12 @@ func testAgent(t *testing.T) (string, string) {
 
 func TestRunWithAgent(t *testing.T) {
 	node, script := testAgent(t)
+	// The test agent again, at a path with a space and a quote in it.
+	spaced := filepath.Join(t.TempDir(), "my agent's dir")
+	if err := os.Symlink(filepath.Dir(script), spaced); err != nil {
+		t.Fatal(err)
+	}
+	spacedScript := filepath.Join(spaced, filepath.Base(script))
 	tests := []struct {
 		name     string
 		config   string
@@ -46,6 +52,12 @@ func TestRunWithAgent(t *testing.T) {
 		{"an agent that is not configured", "", []string{"--agent", "nope"}, exitUsage, "", "names no [agents.nope]"},
 		{"both --model and --agent", "", []string{"--agent", "acp:x", "--model", "offline"}, exitUsage, "", "give one"},
 		{"auth required", "", []string{"--agent", "acp:" + node + " " + script + " --auth"}, exitRunFailed, "", "log in"},
+		{"acp:COMMAND with a quoted path", "", []string{"--agent", "acp:" + node + ` "` + strings.ReplaceAll(spacedScript, `"`, `\"`) + `"`}, 0, "Hello, world.", ""},
+		{"acp:COMMAND with an escaped path", "", []string{"--agent", "acp:" + node + " " + strings.NewReplacer(" ", `\ `, "'", `\'`).Replace(spacedScript) + " --auth"}, exitRunFailed, "", "log in"},
+		{"acp:COMMAND that is missing", "", []string{"--agent", `acp:'/nonexistent/my agent' --acp`}, exitRunFailed, "", "install it, or fix the command in the acp: spec"},
+		{"a configured agent that is missing", "[agents.gone]\ncommand = \"/nonexistent/gone\"\n", []string{"--agent", "gone"}, exitRunFailed, "", "fix the command in [agents.gone]"},
+		{"acp:COMMAND with an unterminated quote", "", []string{"--agent", "acp:" + node + " '/opt/my agent --acp"}, exitUsage, "", "unterminated ' quote: close it"},
+		{"acp:COMMAND ending in a backslash", "", []string{"--agent", "acp:" + node + ` \`}, exitUsage, "", "ends with a backslash"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

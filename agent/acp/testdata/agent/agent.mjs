@@ -10,6 +10,7 @@
 //   crash       one chunk, then the process exits
 //   noise       a line that is not JSON on stdout, then text
 //   after       text, end_turn, then an update after the turn
+//   context     usage updates (context window) in and after the turn
 //   big         one 100 KiB chunk
 //   slow        text, then waits for session/cancel
 //   echo        echoes the prompt's blocks as JSON
@@ -146,6 +147,16 @@ const app = agent({ name: "orrery-test-agent" })
         case "noise":
           process.stdout.write("this is not json\n");
           await say("after noise");
+          return { stopReason: "end_turn" };
+        case "context":
+          // The context window as it fills: without a cost, then with one,
+          // one update the schema does not allow (no used), and one after
+          // the turn.
+          await update({ sessionUpdate: "usage_update", used: 5000, size: 200000 });
+          await say("filling");
+          await update({ sessionUpdate: "usage_update", used: 6400, size: 200000, cost: { amount: 0.002, currency: "USD" } });
+          await update({ sessionUpdate: "usage_update", size: 200000 });
+          setTimeout(() => { update({ sessionUpdate: "usage_update", used: 7000, size: 200000 }); }, 100);
           return { stopReason: "end_turn" };
         case "after":
           await say("before the end");
