@@ -225,6 +225,45 @@ func TestEditGolden(t *testing.T) {
 	golden(t, "testdata/golden/edit-100x24.txt", got)
 }
 
+// TestEditCursorGolden edits a focused form's text field in the middle
+// at 80×24: End, a value typed with wide runes, ← back over them and a
+// letter typed there, Ctrl-← a word back. The golden file marks the
+// reverse-video cells between ⟦ and ⟧, so it shows the cursor mid-field.
+func TestEditCursorGolden(t *testing.T) {
+	snapshot := `{"type":"STATE_SNAPSHOT","snapshot":{"ui":{"nodes":{
+ "placed:agent:deploy":{"placement":"inline","title":"Deploy","owner":"agent","component":"agent#deploy","data":"/data/agent/deploy"}},
+ "components":{"agent#deploy":` + deployForm + `}},
+ "surfaces":{},"data":{"agent":{"deploy":{"name":"web-1","replicas":3}}}}}`
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if msg := m.Push(frame(1, strings.ReplaceAll(snapshot, "\n", ""))); msg != nil {
+		m.Update(msg)
+	}
+	keys := []tea.KeyPressMsg{keyF6, {Code: tea.KeyEnd}}
+	for _, r := range "-東京" {
+		keys = append(keys, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	keys = append(keys, keyLeft, keyLeft, keyLeft, tea.KeyPressMsg{Code: 'x', Text: "x"})
+	for _, k := range keys {
+		if _, cmd := m.Update(k); cmd != nil {
+			t.Fatalf("key %s sent something; only Enter sends", k)
+		}
+	}
+	if got, want := m.Screen(), "❯ Name *: [web-1x-東京]"; !strings.Contains(got, want) {
+		t.Errorf("Screen() lacks %q:\n%s", want, got)
+	}
+	got := tui.ReversedCells(m.View().Content)
+	if want := "⟦❯ Name *: ⟧[web-1x⟦-⟧東京]"; !strings.Contains(got, want) {
+		t.Errorf("the cursor is not on the - after the typed x: the drawing lacks %q:\n%s", want, got)
+	}
+	m.Update(tea.KeyPressMsg{Code: tea.KeyLeft, Mod: tea.ModCtrl})
+	got = tui.ReversedCells(m.View().Content)
+	if want := "[web-⟦1⟧x-東京]"; !strings.Contains(got, want) {
+		t.Errorf("Ctrl-← did not go a word back: the drawing lacks %q:\n%s", want, got)
+	}
+	golden(t, "testdata/golden/edit-cursor-80x24.txt", got)
+}
+
 // formModel is a model drawing an agent's form inline and a pane, at
 // 120×40, focused on the form's first (text) field when focus is set.
 func formModel(b *testing.B, focus bool) *tui.Model {
