@@ -264,6 +264,40 @@ func TestEditCursorGolden(t *testing.T) {
 	golden(t, "testdata/golden/edit-cursor-80x24.txt", got)
 }
 
+// TestComposerEditsInLine edits the composer in the middle of its line:
+// a word back, text typed there, Ctrl-W, Home and End, and the cursor
+// (a reversed cell) where the keys left it.
+func TestComposerEditsInLine(t *testing.T) {
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	press := func(keys ...tea.KeyPressMsg) {
+		for _, k := range keys {
+			m.Update(k)
+		}
+	}
+	typeText := func(s string) {
+		for _, r := range s {
+			press(tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	typeText("run the tests")
+	press(tea.KeyPressMsg{Code: tea.KeyLeft, Mod: tea.ModAlt})
+	typeText("unit ")
+	press(tea.KeyPressMsg{Code: tea.KeyHome})
+	press(tea.KeyPressMsg{Code: tea.KeyDelete}, tea.KeyPressMsg{Code: tea.KeyDelete}, tea.KeyPressMsg{Code: tea.KeyDelete})
+	typeText("skip")
+	press(tea.KeyPressMsg{Code: tea.KeyRight, Mod: tea.ModCtrl}, tea.KeyPressMsg{Code: 'w', Mod: tea.ModCtrl})
+	typeText("all")
+	got := tui.ReversedCells(m.View().Content)
+	if want := "› skip all⟦ ⟧unit tests"; !strings.Contains(got, want) {
+		t.Errorf("the composer does not read %q:\n%s", want, got)
+	}
+	press(tea.KeyPressMsg{Code: 'e', Mod: tea.ModCtrl}, tea.KeyPressMsg{Code: tea.KeyLeft})
+	if got, want := tui.ReversedCells(m.View().Content), "› skip all unit test⟦s⟧"; !strings.Contains(got, want) {
+		t.Errorf("after Ctrl-E ← the composer does not read %q:\n%s", want, got)
+	}
+}
+
 // formModel is a model drawing an agent's form inline and a pane, at
 // 120×40, focused on the form's first (text) field when focus is set.
 func formModel(b *testing.B, focus bool) *tui.Model {
