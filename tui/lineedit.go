@@ -238,12 +238,16 @@ type cell struct {
 	w int
 }
 
-// cells splits the text between the runes from and to into what view draws:
-// each grapheme through SanitizeLine, one that would draw as nothing (a
+// cells splits the text at the boundaries b into what view draws: each
+// grapheme through SanitizeLine, one that would draw as nothing (a
 // control, a lone joiner) as "?".
 func (l *lineEdit) cells(b []int) []cell {
 	out := make([]cell, 0, len(b))
 	for k := 0; k+1 < len(b); k++ {
+		if r := l.buf[b[k]]; b[k+1] == b[k]+1 && r >= 0x20 && r < 0x7f {
+			out = append(out, cell{string(r), 1}) // printable ASCII: as it is
+			continue
+		}
 		s := SanitizeLine(string(l.buf[b[k]:b[k+1]]))
 		w := width(s)
 		if w == 0 {
