@@ -9,11 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// composer is the multi-line input: a rune buffer with a cursor, and the
-// history of what was sent. It draws its own cursor as a reversed cell.
+// composer is the multi-line input: a lineEdit with the history of what
+// was sent. It draws its own cursor as a reversed cell.
 type composer struct {
-	buf     []rune
-	pos     int
+	lineEdit
 	history []string
 	hpos    int // index into history while browsing; len(history) when not
 	draft   string
@@ -21,54 +20,6 @@ type composer struct {
 
 // maxComposerRows is the most rows the composer takes on screen.
 const maxComposerRows = 5
-
-func (c *composer) set(s string) {
-	c.buf = []rune(s)
-	c.pos = len(c.buf)
-}
-
-func (c *composer) insert(s string) {
-	r := []rune(s)
-	c.buf = append(c.buf[:c.pos], append(r, c.buf[c.pos:]...)...)
-	c.pos += len(r)
-}
-
-func (c *composer) backspace() {
-	if c.pos > 0 {
-		c.buf = append(c.buf[:c.pos-1], c.buf[c.pos:]...)
-		c.pos--
-	}
-}
-
-func (c *composer) del() {
-	if c.pos < len(c.buf) {
-		c.buf = append(c.buf[:c.pos], c.buf[c.pos+1:]...)
-	}
-}
-
-func (c *composer) left() {
-	if c.pos > 0 {
-		c.pos--
-	}
-}
-
-func (c *composer) right() {
-	if c.pos < len(c.buf) {
-		c.pos++
-	}
-}
-
-func (c *composer) home() {
-	for c.pos > 0 && c.buf[c.pos-1] != '\n' {
-		c.pos--
-	}
-}
-
-func (c *composer) end() {
-	for c.pos < len(c.buf) && c.buf[c.pos] != '\n' {
-		c.pos++
-	}
-}
 
 func (c *composer) multiline() bool { return strings.ContainsRune(string(c.buf), '\n') }
 
@@ -79,7 +30,7 @@ func (c *composer) take() string {
 		c.history = append(c.history, s)
 	}
 	c.hpos = len(c.history)
-	c.buf, c.pos = nil, 0
+	c.buf, c.pos, c.off = nil, 0, 0
 	return s
 }
 
@@ -121,8 +72,9 @@ func (c *composer) replaceWord(start int, with string) {
 	c.pos = start + utf8.RuneCountInString(with)
 }
 
-// lines draws the buffer in w cells per row, the cursor as a reversed
-// cell, at most maxComposerRows rows around the cursor.
+// lines draws the buffer in w cells per row, wrapped by grapheme, the
+// cursor as a reversed cell, at most maxComposerRows rows around the
+// cursor.
 func (c *composer) lines(w int, focused bool) []string {
 	w = max(1, w)
 	var rows []string
@@ -134,9 +86,11 @@ func (c *composer) lines(w int, focused bool) []string {
 		cur.Reset()
 		curW = 0
 	}
-	for i := 0; i <= len(c.buf); i++ {
+	b := c.bounds()
+	for k := range b {
+		i := b[k]
 		atCursor := i == c.pos && focused
-		if i == len(c.buf) {
+		if k == len(b)-1 {
 			if atCursor {
 				if curW >= w {
 					flush()
@@ -146,8 +100,8 @@ func (c *composer) lines(w int, focused bool) []string {
 			}
 			break
 		}
-		r := c.buf[i]
-		if r == '\n' {
+		g := string(c.buf[i:b[k+1]])
+		if g == "\n" {
 			if atCursor {
 				cursorRow = len(rows)
 				cur.WriteString(styleCursor.Render(" "))
@@ -155,11 +109,14 @@ func (c *composer) lines(w int, focused bool) []string {
 			flush()
 			continue
 		}
-		ch := Sanitize(string(r))
-		if ch == "" {
-			ch = "?"
-		}
+		ch := SanitizeLine(g)
 		cw := width(ch)
+		if cw == 0 {
+			ch, cw = "?", 1
+		}
+		if cw > w {
+			ch, cw = "…", 1
+		}
 		if curW+cw > w {
 			flush()
 		}

@@ -21,13 +21,99 @@ import (
 type edit struct {
 	vals map[string]any // form: by field name; string (text, multiline, number, choice), bool, []string (multichoice)
 	sub  map[string]int // form: the multichoice option under the cursor, by field name
+	// carets are where the cursor is in a form's text, number and
+	// multiline fields, by field name; a field with none has it at its end.
+	carets map[string]caret
 
 	picked    []string // question: the choice values picked
 	pickedSet bool     // question: picked replaces the surface's answer
 	text      []rune   // question: the typed answer
 	textSet   bool     // question: text replaces the surface's answer
+	answer    caret    // question: the cursor in the typed answer
 
 	gen int // counts changes, so a draw knows when to redraw
+}
+
+// caret is a cursor left in a text: its rune index and the first rune
+// drawn (lineEdit's pos and off). The zero value is no cursor left there,
+// which puts it at the end.
+type caret struct {
+	pos, off int
+	set      bool
+}
+
+// line returns an editor holding s with the cursor at c (at the end when
+// c is not set).
+func (c caret) line(s string) *lineEdit {
+	if !c.set {
+		return newLineEdit(s, -1, 0)
+	}
+	return newLineEdit(s, c.pos, c.off)
+}
+
+// caretOf returns where the editor's cursor is.
+func caretOf(l *lineEdit) caret { return caret{pos: l.pos, off: l.off, set: true} }
+
+// isTextField reports whether a form field is edited as text: text,
+// number and multiline fields (and any type the TUI does not know).
+func isTextField(f formField) bool {
+	switch f.Type {
+	case "boolean", "choice", "multichoice":
+		return false
+	}
+	return true
+}
+
+// cleanField makes text going into a field inert: one line, except in a
+// multiline field.
+func cleanField(f formField, s string) string {
+	if f.Type == "multiline" {
+		return Sanitize(s)
+	}
+	return SanitizeLine(s)
+}
+
+// fieldLine returns the editor of a text field: its value made inert, the
+// cursor where the person left it (the end at first).
+func (e *edit) fieldLine(f formField) *lineEdit {
+	v, _ := e.fieldValue(f).(string)
+	var c caret
+	if e != nil {
+		c = e.carets[f.Name]
+	}
+	return c.line(cleanField(f, v))
+}
+
+// setFieldLine keeps what the editor of a text field holds: its value,
+// only when it changed (so a field the person only moved through still
+// shows the surface's value), and its cursor.
+func (e *edit) setFieldLine(f formField, l *lineEdit) {
+	if v, _ := e.fieldValue(f).(string); v != l.String() {
+		e.setField(f.Name, l.String())
+	}
+	if e.carets == nil {
+		e.carets = make(map[string]caret)
+	}
+	e.carets[f.Name] = caretOf(l)
+	e.gen++
+}
+
+// answerLine returns the editor of a question's typed answer.
+func (e *edit) answerLine(k *kind) *lineEdit {
+	var c caret
+	if e != nil {
+		c = e.answer
+	}
+	return c.line(SanitizeLine(e.typed(k)))
+}
+
+// setAnswerLine keeps what the editor of a question's typed answer holds.
+func (e *edit) setAnswerLine(k *kind, l *lineEdit) {
+	if e.typed(k) != l.String() {
+		e.text, e.textSet = l.buf, true
+	}
+	e.answer = caretOf(l)
+	e.gen++
 }
 
 // fieldValue is a form field's value as the person edits it: a string for
@@ -142,15 +228,18 @@ func renderQuestion(k *kind, o renderOpts) []string {
 	}
 	if k.AllowText {
 		text := SanitizeLine(o.edit.typed(k))
-		focused := o.cursor == len(k.Choices)
-		line := "> " + text
 		switch {
-		case focused:
-			line = "> " + text + "▏"
+		case o.cursor == len(k.Choices):
+			l := o.edit.answerLine(k)
+			out = append(out, editRow("❯ > ", l, "", "", o.width))
+			if o.edit != nil && o.edit.answer.set {
+				o.edit.answer.off = l.off // the scroll, for the next draw
+			}
 		case text == "":
-			line = "> (type an answer)"
+			out = append(out, cursorLine("> (type an answer)", false, o.width))
+		default:
+			out = append(out, cursorLine("> "+text, false, o.width))
 		}
-		out = append(out, cursorLine(line, focused, o.width))
 	}
 	if o.cursor >= 0 {
 		out = append(out, styleDim.Render(clip(questionHint, o.width)))
@@ -169,8 +258,16 @@ func renderForm(k *kind, o renderOpts) []string {
 			label += " *"
 		}
 		focused := i == o.cursor
-		line := label + ": " + fieldText(f, o.edit, focused)
-		out = append(out, cursorLine(line, focused, o.width))
+		if focused && isTextField(f) {
+			l := o.edit.fieldLine(f)
+			out = append(out, editRow("❯ "+label+": ", l, "[", "]", o.width))
+			if c, ok := o.edit.caretIn(f); ok {
+				c.off = l.off // the scroll, for the next draw
+				o.edit.carets[f.Name] = c
+			}
+		} else {
+			out = append(out, cursorLine(label+": "+fieldText(f, o.edit, focused), focused, o.width))
+		}
 		if focused && f.Help != "" {
 			out = append(out, styleDim.Render(clip("    "+SanitizeLine(f.Help), o.width)))
 		}
@@ -184,6 +281,39 @@ func renderForm(k *kind, o renderOpts) []string {
 		out = append(out, styleDim.Render(clip(formHint, o.width)))
 	}
 	return out
+}
+
+// caretIn returns the cursor the person left in a text field, if any.
+func (e *edit) caretIn(f formField) (caret, bool) {
+	if e == nil {
+		return caret{}, false
+	}
+	c, ok := e.carets[f.Name]
+	return c, ok
+}
+
+// minFieldCells is the fewest cells a focused text field's value gets: a
+// long label gives way to it.
+const minFieldCells = 4
+
+// editRow draws the row of a focused text field or typed answer in w
+// cells: prefix reversed as cursorLine reverses a focused row, then the
+// value between open and close, not reversed, scrolled sideways so the
+// cursor (a reversed cell) stays in sight.
+func editRow(prefix string, l *lineEdit, open, close string, w int) string {
+	room := w - width(open) - width(close)
+	if room-width(prefix) < minFieldCells {
+		prefix = clip(prefix, room-minFieldCells)
+	}
+	avail := room - width(prefix)
+	if avail < 1 {
+		return styleCursor.Render(clip(prefix+open+close, w))
+	}
+	row := open + l.view(avail, true) + close
+	if prefix != "" {
+		row = styleCursor.Render(prefix) + row
+	}
+	return row
 }
 
 // cursorLine marks the row under a focused surface's cursor with ❯ and
@@ -236,9 +366,6 @@ func fieldText(f formField, e *edit, focused bool) string {
 	s = SanitizeLine(s)
 	if s == "" && !focused && f.Placeholder != "" {
 		return styleDim.Render("[(" + SanitizeLine(f.Placeholder) + ")]")
-	}
-	if focused {
-		return "[" + s + "▏]"
 	}
 	return "[" + s + "]"
 }
@@ -376,26 +503,22 @@ func (m *Model) formKey(n *node, root *kind, k tea.KeyPressMsg) (tea.Cmd, bool) 
 		}
 		return nil, true
 	default: // text, multiline, number
-		v, _ := e.fieldValue(f).(string)
-		r := []rune(v)
+		l := e.fieldLine(f)
 		switch s {
-		case "backspace":
-			if len(r) > 0 {
-				e.setField(f.Name, string(r[:len(r)-1]))
-			}
-		case "ctrl+u":
-			e.setField(f.Name, "")
 		case "ctrl+j", "alt+enter", "shift+enter":
 			if f.Type != "multiline" {
 				return nil, true
 			}
-			e.setField(f.Name, v+"\n")
+			l.insert("\n")
 		default:
-			if k.Text == "" {
-				return nil, false
+			if !l.key(s) {
+				if k.Text == "" {
+					return nil, false
+				}
+				l.insert(cleanField(f, k.Text))
 			}
-			e.setField(f.Name, v+Sanitize(k.Text))
 		}
+		e.setFieldLine(f, l)
 		return nil, true
 	}
 	// Off a text field, j and k move as ↓ and ↑ do.
@@ -428,18 +551,16 @@ func (m *Model) pasteInto(text string) bool {
 		if f.Type != "text" && f.Type != "multiline" && f.Type != "number" {
 			return false
 		}
-		if f.Type != "multiline" {
-			text = strings.ReplaceAll(text, "\n", " ")
-		}
 		e := m.editOf(n)
-		v, _ := e.fieldValue(f).(string)
-		e.setField(f.Name, v+Sanitize(text))
+		l := e.fieldLine(f)
+		l.insert(cleanField(f, text))
+		e.setFieldLine(f, l)
 		return true
 	case root.T == ui.KindQuestion && root.AllowText && cur == len(root.Choices):
 		e := m.editOf(n)
-		e.text = append([]rune(e.typed(&root)), []rune(SanitizeLine(text))...)
-		e.textSet = true
-		e.gen++
+		l := e.answerLine(&root)
+		l.insert(SanitizeLine(text))
+		e.setAnswerLine(&root, l)
 		return true
 	}
 	return false
@@ -547,23 +668,14 @@ func (m *Model) questionKey(n *node, root *kind, k tea.KeyPressMsg) (tea.Cmd, bo
 		return m.sendAnswer(n, root), true
 	}
 	if onText {
-		switch s {
-		case "backspace":
-			t := []rune(e.typed(root))
-			if len(t) > 0 {
-				e.text, e.textSet = t[:len(t)-1], true
-				e.gen++
-			}
-		case "ctrl+u":
-			e.text, e.textSet = nil, true
-			e.gen++
-		default:
+		l := e.answerLine(root)
+		if !l.key(s) {
 			if k.Text == "" {
 				return nil, false
 			}
-			e.text, e.textSet = append([]rune(e.typed(root)), []rune(SanitizeLine(k.Text))...), true
-			e.gen++
+			l.insert(SanitizeLine(k.Text))
 		}
+		e.setAnswerLine(root, l)
 		return nil, true
 	}
 	if len(s) == 1 && s[0] >= '1' && s[0] <= '9' {

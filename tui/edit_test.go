@@ -96,14 +96,14 @@ func TestFormEditedInPlace(t *testing.T) {
 	sess := l.placeStructure("deploy", "inline", "Deploy", deployForm, `{"name":"web-1","replicas":3}`)
 	l.until("the form", contains("┌ Deploy", "Name *: [web-1]", "Replicas: [3]", "Canary: [x]", "Region: [eu]", "Tags: [x] web  [ ] api  [x] beta", "[ Deploy ]"))
 	l.press(keyF6)
-	l.until("the focused form", contains("┏ Deploy", "❯ Name *: [web-1▏]", "Enter submits"))
+	l.until("the focused form", contains("┏ Deploy", "❯ Name *: [web-1 ]", "Enter submits"))
 
 	// A text field takes every printable key, x too (x dismisses only
 	// where nothing is typed).
 	l.press(keyBackspace)
 	l.typeText("2x")
 	l.press(keyBackspace)
-	l.until("the name edited", contains("❯ Name *: [web-2▏]"))
+	l.until("the name edited", contains("❯ Name *: [web-2 ]"))
 	l.press(keyTab)
 	l.press(keyCtrlU)
 	l.typeText("12")
@@ -117,7 +117,7 @@ func TestFormEditedInPlace(t *testing.T) {
 	l.until("every field edited", contains("Name *: [web-2]", "Replicas: [12]", "Canary: [ ]", "Region: [us]", "❯ Tags: [x] web  ‹[x] api›  [x] beta"))
 
 	l.press(keyEnter)
-	l.until("the range refused", contains("Replicas must lie between 1 and 9: change it, then Enter", "❯ Replicas: [12▏]"))
+	l.until("the range refused", contains("Replicas must lie between 1 and 9: change it, then Enter", "❯ Replicas: [12 ]"))
 	l.press(keyBackspace)
 	l.press(keyBackspace)
 	l.typeText("4")
@@ -135,7 +135,7 @@ func TestFormEditedInPlace(t *testing.T) {
 	l.press(keyShiftTab)
 	l.until("the cursor on the button", contains("❯ [ Deploy ]"))
 	l.press(keyTab)
-	l.until("the cursor back on Name", contains("❯ Name *: [web-2▏]"))
+	l.until("the cursor back on Name", contains("❯ Name *: [web-2 ]"))
 	l.press(keyCtrlU)
 	l.press(keyEnter)
 	l.until("the required field refused", contains("Name is required: type a value in it, then Enter"))
@@ -159,7 +159,7 @@ func TestQuestionAnswered(t *testing.T) {
 	l.press(keyDown)
 	l.typeText("only 2 files")
 	l.press(keyBackspace)
-	l.until("the picks and the text", contains("[x] 1. lint", "[ ] 2. unit", "[x] 3. e2e — slow", "❯ > only 2 file▏"))
+	l.until("the picks and the text", contains("[x] 1. lint", "[ ] 2. unit", "[x] 3. e2e — slow", "❯ > only 2 file "))
 	l.press(keyEnter)
 	l.until("the answer sent", contains("sent run to agent"))
 	if got, want := noted(t, sess, "[ext:ui] checks:"), `[ext:ui] checks: run {"choices":["lint","e2e"],"text":"only 2 file"}`; got != want {
@@ -187,10 +187,10 @@ func TestSurfaceFormTakesNoSubmit(t *testing.T) {
 	l.until("the form", contains("q: [(your name)]"))
 	l.press(keyF6)
 	l.typeText("ann")
-	l.until("the typed value", contains("❯ q: [ann▏]"))
+	l.until("the typed value", contains("❯ q: [ann ]"))
 	l.press(keyEnter)
 	l.until("the notice", contains("plain is a surface, not a component, so nothing would hear its submit"))
-	l.press(keyLeft) // not a key a text field takes: back to the composer
+	l.press(tea.KeyPressMsg{Code: tea.KeyF2}) // not a key a text field takes: back to the composer
 	l.until("the composer focused", func(s string) bool { return !strings.Contains(s, "┏ Plain") })
 }
 
@@ -217,12 +217,85 @@ func TestEditGolden(t *testing.T) {
 		}
 	}
 	got := m.Screen()
-	for _, want := range []string{"Name *: [web-9]", "Canary: [ ]", "Region: [ap]", "Tags: [x] web  [x]…", "[x] 2. unit", "❯ > ok▏"} {
+	for _, want := range []string{"Name *: [web-9]", "Canary: [ ]", "Region: [ap]", "Tags: [x] web  [x]…", "[x] 2. unit", "❯ > ok "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Screen() lacks %q", want)
 		}
 	}
 	golden(t, "testdata/golden/edit-100x24.txt", got)
+}
+
+// TestEditCursorGolden edits a focused form's text field in the middle
+// at 80×24: End, a value typed with wide runes, ← back over them and a
+// letter typed there, Ctrl-← a word back. The golden file marks the
+// reverse-video cells between ⟦ and ⟧, so it shows the cursor mid-field.
+func TestEditCursorGolden(t *testing.T) {
+	snapshot := `{"type":"STATE_SNAPSHOT","snapshot":{"ui":{"nodes":{
+ "placed:agent:deploy":{"placement":"inline","title":"Deploy","owner":"agent","component":"agent#deploy","data":"/data/agent/deploy"}},
+ "components":{"agent#deploy":` + deployForm + `}},
+ "surfaces":{},"data":{"agent":{"deploy":{"name":"web-1","replicas":3}}}}}`
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if msg := m.Push(frame(1, strings.ReplaceAll(snapshot, "\n", ""))); msg != nil {
+		m.Update(msg)
+	}
+	keys := []tea.KeyPressMsg{keyF6, {Code: tea.KeyEnd}}
+	for _, r := range "-東京" {
+		keys = append(keys, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	keys = append(keys, keyLeft, keyLeft, keyLeft, tea.KeyPressMsg{Code: 'x', Text: "x"})
+	for _, k := range keys {
+		if _, cmd := m.Update(k); cmd != nil {
+			t.Fatalf("key %s sent something; only Enter sends", k)
+		}
+	}
+	if got, want := m.Screen(), "❯ Name *: [web-1x-東京]"; !strings.Contains(got, want) {
+		t.Errorf("Screen() lacks %q:\n%s", want, got)
+	}
+	got := tui.ReversedCells(m.View().Content)
+	if want := "⟦❯ Name *: ⟧[web-1x⟦-⟧東京]"; !strings.Contains(got, want) {
+		t.Errorf("the cursor is not on the - after the typed x: the drawing lacks %q:\n%s", want, got)
+	}
+	m.Update(tea.KeyPressMsg{Code: tea.KeyLeft, Mod: tea.ModCtrl})
+	got = tui.ReversedCells(m.View().Content)
+	if want := "[web-⟦1⟧x-東京]"; !strings.Contains(got, want) {
+		t.Errorf("Ctrl-← did not go a word back: the drawing lacks %q:\n%s", want, got)
+	}
+	golden(t, "testdata/golden/edit-cursor-80x24.txt", got)
+}
+
+// TestComposerEditsInLine edits the composer in the middle of its line:
+// a word back, text typed there, Ctrl-W, Home and End, and the cursor
+// (a reversed cell) where the keys left it.
+func TestComposerEditsInLine(t *testing.T) {
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	press := func(keys ...tea.KeyPressMsg) {
+		for _, k := range keys {
+			m.Update(k)
+		}
+	}
+	typeText := func(s string) {
+		for _, r := range s {
+			press(tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	typeText("run the tests")
+	press(tea.KeyPressMsg{Code: tea.KeyLeft, Mod: tea.ModAlt})
+	typeText("unit ")
+	press(tea.KeyPressMsg{Code: tea.KeyHome})
+	press(tea.KeyPressMsg{Code: tea.KeyDelete}, tea.KeyPressMsg{Code: tea.KeyDelete}, tea.KeyPressMsg{Code: tea.KeyDelete})
+	typeText("skip")
+	press(tea.KeyPressMsg{Code: tea.KeyRight, Mod: tea.ModCtrl}, tea.KeyPressMsg{Code: 'w', Mod: tea.ModCtrl})
+	typeText("all")
+	got := tui.ReversedCells(m.View().Content)
+	if want := "› skip all⟦ ⟧unit tests"; !strings.Contains(got, want) {
+		t.Errorf("the composer does not read %q:\n%s", want, got)
+	}
+	press(tea.KeyPressMsg{Code: 'e', Mod: tea.ModCtrl}, tea.KeyPressMsg{Code: tea.KeyLeft})
+	if got, want := tui.ReversedCells(m.View().Content), "› skip all unit test⟦s⟧"; !strings.Contains(got, want) {
+		t.Errorf("after Ctrl-E ← the composer does not read %q:\n%s", want, got)
+	}
 }
 
 // formModel is a model drawing an agent's form inline and a pane, at
@@ -240,7 +313,7 @@ func formModel(b *testing.B, focus bool) *tui.Model {
 	if focus {
 		m.Update(keyF6)
 		m.Update(keyF6) // the pane first, then the form
-		if !strings.Contains(m.Screen(), "❯ Name *: [web-1▏]") {
+		if !strings.Contains(m.Screen(), "❯ Name *: [web-1 ]") {
 			b.Fatalf("the form is not focused:\n%s", m.Screen())
 		}
 	}

@@ -265,18 +265,6 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 		return m.submit()
 	case "ctrl+j", "alt+enter", "shift+enter":
 		m.input.insert("\n")
-	case "backspace":
-		m.input.backspace()
-	case "delete":
-		m.input.del()
-	case "left":
-		m.input.left()
-	case "right":
-		m.input.right()
-	case "home", "ctrl+a":
-		m.input.home()
-	case "end", "ctrl+e":
-		m.input.end()
 	case "up":
 		if !m.input.multiline() {
 			m.input.prev()
@@ -289,10 +277,8 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 		return m.complete()
 	case "esc":
 		m.scr.list = nil
-	case "ctrl+u":
-		m.input.set("")
 	default:
-		if k.Text != "" {
+		if !m.input.key(k.String()) && k.Text != "" {
 			m.input.insert(k.Text)
 		}
 	}

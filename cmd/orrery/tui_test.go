@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/getorrery/orrery/store/sqlite"
 )
 
 // TestTUIInTmux runs bare orrery with the offline model in a real terminal
@@ -265,19 +268,67 @@ func TestTUIFormInTmux(t *testing.T) {
 	tt.tm("send-keys", "-t", "t:app", "Enter")
 	tt.waitFor("the form", has("┌ Deploy", "Name *: [web-1]", "Canary: [ ]", "Region: [eu]", "[ Go ]", "placed the form", "idle"))
 	tt.tm("send-keys", "-t", "t:app", "F6")
-	tt.waitFor("the focused form", has("┏ Deploy", "❯ Name *: [web-1▏]"))
+	tt.waitFor("the focused form", has("┏ Deploy", "❯ Name *: [web-1 ]"))
 	tt.tm("send-keys", "-t", "t:app", "BSpace")
 	tt.tm("send-keys", "-t", "t:app", "-l", "x")
+	// The cursor goes back over x and -, and a 1 goes in between.
+	tt.tm("send-keys", "-t", "t:app", "Left")
+	tt.tm("send-keys", "-t", "t:app", "Left")
+	tt.tm("send-keys", "-t", "t:app", "-l", "1")
+	tt.waitFor("the letter typed mid-value", has("❯ Name *: [web1-x]"))
 	tt.tm("send-keys", "-t", "t:app", "Tab")
 	tt.tm("send-keys", "-t", "t:app", "Space")
 	tt.tm("send-keys", "-t", "t:app", "Tab")
 	tt.tm("send-keys", "-t", "t:app", "Right")
-	tt.waitFor("the edited fields", has("Name *: [web-x]", "Canary: [x]", "❯ Region: ‹ us ›"))
+	tt.waitFor("the edited fields", has("Name *: [web1-x]", "Canary: [x]", "❯ Region: ‹ us ›"))
 	tt.tm("send-keys", "-t", "t:app", "Enter")
 	tt.waitFor("the submit sent", has("sent go to agent"))
+	// The cursor stayed after the 1: Ctrl-E goes to the end, Ctrl-U
+	// deletes back to the start.
 	tt.tm("send-keys", "-t", "t:app", "BTab")
 	tt.tm("send-keys", "-t", "t:app", "BTab")
+	tt.tm("send-keys", "-t", "t:app", "C-e")
 	tt.tm("send-keys", "-t", "t:app", "C-u")
 	tt.tm("send-keys", "-t", "t:app", "Enter")
-	tt.waitFor("the required field refused", has("Name is required: type a value in it, then Enter", "❯ Name *: [▏]"))
+	tt.waitFor("the required field refused", has("Name is required: type a value in it, then Enter", "❯ Name *: [ ]"))
+
+	tt.tm("send-keys", "-t", "t:app", "C-c")
+	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	want := `[ext:ui] deploy: go {"canary":true,"name":"web1-x","region":"us"}`
+	if got := notes(t, tt.data, "[ext:ui] deploy:"); len(got) != 1 || got[0] != want {
+		t.Errorf("the notes of the submit = %q, want [%q]", got, want)
+	}
+}
+
+// notes reads the data dir's one session and returns the texts of its
+// CUSTOM notes that start with prefix.
+func notes(t *testing.T, data, prefix string) []string {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(data, "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	sessions, err := st.Sessions(ctx)
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("Sessions() = %v, %v; want one", sessions, err)
+	}
+	frames, err := st.Read(ctx, sessions[0].ID, 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range frames {
+		var ev struct {
+			Type  string `json:"type"`
+			Value struct {
+				Text string `json:"text"`
+			} `json:"value"`
+		}
+		if json.Unmarshal(f.Data, &ev) == nil && ev.Type == "CUSTOM" && strings.HasPrefix(ev.Value.Text, prefix) {
+			out = append(out, ev.Value.Text)
+		}
+	}
+	return out
 }
