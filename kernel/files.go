@@ -17,16 +17,19 @@ import (
 	"github.com/getorrery/orrery/tool"
 )
 
-// Limits of WorkspaceFiles and AttachFiles.
+// Limits of WorkspaceFiles, MatchWorkspaceFiles and AttachFiles.
 const (
 	// DefaultFilesLimit is how many files WorkspaceFiles lists when the
 	// caller names no limit; MaxFilesLimit is the most it lists.
 	DefaultFilesLimit = 50
 	MaxFilesLimit     = 1000
-	// maxFilesVisited bounds the directory entries one listing reads, so
-	// a huge tree costs a bounded walk; a listing cut short by it says it
-	// is truncated.
-	maxFilesVisited = 20000
+	// DefaultFilesVisited bounds the directory entries one listing reads
+	// when Config.MaxFilesVisited is 0, so a huge tree costs a bounded
+	// walk; a listing cut short by it says it is truncated.
+	DefaultFilesVisited = 20000
+	// MaxFilesQuery is the longest query, in characters, that
+	// MatchWorkspaceFiles takes.
+	MaxFilesQuery = 128
 	// MaxAttachmentBytes bounds the text of one attached file, as the
 	// terminal UI bounds an @mention's.
 	MaxAttachmentBytes = 256 << 10
@@ -46,11 +49,8 @@ var skippedDirs = []string{".git", "node_modules"}
 // the workspace is listed: a prefix that leads out of it is refused, and a
 // symlink is listed only when its target is a regular file inside.
 func (s *Session) WorkspaceFiles(ctx context.Context, prefix string, limit int) (files []string, truncated bool, err error) {
-	if limit < 0 || limit > MaxFilesLimit {
-		return nil, false, &RequestError{Msg: fmt.Sprintf("limit must be between 1 and %d: narrow the prefix instead", MaxFilesLimit)}
-	}
-	if limit == 0 {
-		limit = DefaultFilesLimit
+	if limit, err = filesLimit(limit); err != nil {
+		return nil, false, err
 	}
 	if strings.ContainsRune(prefix, 0) || strings.HasPrefix(prefix, "/") || strings.Contains(prefix, `\`) {
 		return nil, false, &RequestError{Msg: fmt.Sprintf("prefix %q is not a path relative to the workspace: send the start of one, such as src/ma", prefix)}
@@ -60,35 +60,189 @@ func (s *Session) WorkspaceFiles(ctx context.Context, prefix string, limit int) 
 			return nil, false, &RequestError{Msg: fmt.Sprintf("prefix %q climbs out of the workspace with \"..\": send the start of a path inside it", prefix)}
 		}
 	}
-	var w tool.Workspace
-	if err := s.do(ctx, func() { w = s.workspace() }); err != nil {
+	w, err := s.filesWorkspace(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	dir, base := path.Split(prefix)
+	start := "."
+	if dir != "" {
+		start = strings.TrimSuffix(dir, "/")
+	}
+	startAbs, err := w.Resolve(start)
+	if err != nil {
+		if dir != "" && !errors.Is(err, tool.ErrOutsideWorkspace) {
+			return []string{}, false, nil
+		}
+		return nil, false, &RequestError{Msg: err.Error()}
+	}
+	byBase := dir == ""
+	files = []string{}
+	wk := filesWalk{w: w, hidden: strings.HasPrefix(base, "."), max: s.filesVisited()}
+	wk.descend = func(rel string) bool {
+		// Only directories that can still hold a match.
+		return byBase || strings.HasPrefix(rel+"/", prefix) || strings.HasPrefix(prefix, rel+"/")
+	}
+	wk.file = func(rel, name string) bool {
+		if strings.HasPrefix(rel, prefix) || byBase && strings.HasPrefix(name, base) {
+			if len(files) == limit {
+				truncated = true
+				return false
+			}
+			files = append(files, rel)
+		}
+		return true
+	}
+	cut, err := wk.run(ctx, strings.TrimSuffix(dir, "/"), startAbs)
+	if err != nil {
+		return nil, false, err
+	}
+	return files, truncated || cut, nil
+}
+
+// FileMatch is one file MatchWorkspaceFiles found: its path relative to
+// the workspace root, with "/" between elements, and the offsets in Path,
+// counted in characters (Unicode code points) from 0, of the characters
+// the query matched, in increasing order.
+type FileMatch struct {
+	Path    string
+	Matched []int
+}
+
+// MatchWorkspaceFiles lists the regular files of the session's workspace
+// whose path relative to the workspace root contains the characters of
+// query in order, ignoring case (a fuzzy match: "conn" finds
+// server/conn.go and client/connect.go, "sc" finds server/conn.go). The
+// best matches come first: characters matched in the base name, in
+// unbroken runs, and at the start of a path element or word (after "/",
+// "_", "-", ".", a space, or a lower-case letter before an upper-case
+// one) rank a file higher, and gaps between them lower; on equal ranks the
+// shorter path comes first, then name order. At most limit files are
+// listed (DefaultFilesLimit when limit is 0); truncated is set when more
+// matched or the walk stopped at its bound (Config.MaxFilesVisited
+// entries), in which case only the files walked so far were ranked. An
+// empty query lists as WorkspaceFiles does with an empty prefix. .git and
+// node_modules are skipped, and hidden entries unless the query names one
+// (starts with "." or has "/."). Nothing outside the workspace is listed:
+// the walk starts at the root and follows a symlink only to a regular file
+// inside it.
+func (s *Session) MatchWorkspaceFiles(ctx context.Context, query string, limit int) (files []FileMatch, truncated bool, err error) {
+	if query == "" {
+		paths, truncated, err := s.WorkspaceFiles(ctx, "", limit)
+		if err != nil {
+			return nil, false, err
+		}
+		files = make([]FileMatch, len(paths))
+		for i, p := range paths {
+			files[i] = FileMatch{Path: p, Matched: []int{}}
+		}
+		return files, truncated, nil
+	}
+	if limit, err = filesLimit(limit); err != nil {
+		return nil, false, err
+	}
+	if strings.ContainsRune(query, 0) || !utf8.ValidString(query) {
+		return nil, false, &RequestError{Msg: fmt.Sprintf("query %q is not plain text: send the characters of a file name, such as conn", query)}
+	}
+	if n := utf8.RuneCountInString(query); n > MaxFilesQuery {
+		return nil, false, &RequestError{Msg: fmt.Sprintf("query is %d characters long, more than %d: send a few characters of the file name", n, MaxFilesQuery)}
+	}
+	w, err := s.filesWorkspace(ctx)
+	if err != nil {
 		return nil, false, err
 	}
 	root, err := w.Resolve(".")
 	if err != nil {
 		return nil, false, &RequestError{Msg: err.Error()}
 	}
-	dir, base := path.Split(prefix)
-	start := root
-	if dir != "" {
-		if start, err = w.Resolve(strings.TrimSuffix(dir, "/")); err != nil {
-			if errors.Is(err, tool.ErrOutsideWorkspace) {
-				return nil, false, &RequestError{Msg: err.Error()}
-			}
-			return []string{}, false, nil
-		}
+	m := newFuzzyMatcher(query)
+	type ranked struct {
+		FileMatch
+		score, length int
 	}
-	hidden := strings.HasPrefix(base, ".")
-	byBase := dir == ""
-	files = []string{}
-	visited := 0
-	// A breadth-first walk: rel is the directory's path as listed ("" for
-	// start), abs where it is.
+	var found []ranked
+	wk := filesWalk{w: w, hidden: strings.HasPrefix(query, ".") || strings.Contains(query, "/."), max: s.filesVisited()}
+	wk.descend = func(string) bool { return true }
+	wk.file = func(rel, _ string) bool {
+		if score, pos, ok := m.match(rel); ok {
+			found = append(found, ranked{FileMatch{rel, pos}, score, utf8.RuneCountInString(rel)})
+		}
+		return true
+	}
+	truncated, err = wk.run(ctx, "", root)
+	if err != nil {
+		return nil, false, err
+	}
+	slices.SortFunc(found, func(a, b ranked) int {
+		if a.score != b.score {
+			return b.score - a.score
+		}
+		if a.length != b.length {
+			return a.length - b.length
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	if len(found) > limit {
+		found, truncated = found[:limit], true
+	}
+	files = make([]FileMatch, len(found))
+	for i, f := range found {
+		files[i] = f.FileMatch
+	}
+	return files, truncated, nil
+}
+
+// filesLimit checks a listing's limit and applies its default.
+func filesLimit(limit int) (int, error) {
+	if limit < 0 || limit > MaxFilesLimit {
+		return 0, &RequestError{Msg: fmt.Sprintf("limit must be between 1 and %d: narrow the prefix or query instead", MaxFilesLimit)}
+	}
+	if limit == 0 {
+		limit = DefaultFilesLimit
+	}
+	return limit, nil
+}
+
+// filesWorkspace returns the session's workspace, read on its actor.
+func (s *Session) filesWorkspace(ctx context.Context) (tool.Workspace, error) {
+	var w tool.Workspace
+	if err := s.do(ctx, func() { w = s.workspace() }); err != nil {
+		return tool.Workspace{}, err
+	}
+	return w, nil
+}
+
+// filesVisited is the bound on the directory entries one listing reads.
+func (s *Session) filesVisited() int {
+	if n := s.k.cfg.MaxFilesVisited; n > 0 {
+		return n
+	}
+	return DefaultFilesVisited
+}
+
+// filesWalk is a breadth-first walk of a workspace for a listing: nearest
+// the root first, in name order within a directory. It skips skippedDirs,
+// hidden entries unless hidden is set, and symlinks except to a regular
+// file inside the workspace; it reads at most max directory entries.
+type filesWalk struct {
+	w      tool.Workspace
+	hidden bool
+	max    int
+	// descend reports whether to walk the directory rel.
+	descend func(rel string) bool
+	// file is given each regular file; it returns false to stop the walk.
+	file func(rel, name string) bool
+}
+
+// run walks from the directory abs, listed as rel ("" for the root). It
+// reports whether the walk stopped at its bound.
+func (wk *filesWalk) run(ctx context.Context, rel, abs string) (cut bool, err error) {
 	type node struct{ rel, abs string }
-	queue := []node{{rel: strings.TrimSuffix(dir, "/"), abs: start}}
+	queue := []node{{rel: rel, abs: abs}}
+	visited := 0
 	for len(queue) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return false, fmt.Errorf("list workspace files: %w", err)
 		}
 		d := queue[0]
 		queue = queue[1:]
@@ -97,11 +251,11 @@ func (s *Session) WorkspaceFiles(ctx context.Context, prefix string, limit int) 
 			continue // unreadable: nothing of it can be attached either
 		}
 		for _, e := range entries {
-			if visited++; visited > maxFilesVisited {
-				return files, true, nil
+			if visited++; visited > wk.max {
+				return true, nil
 			}
 			name := e.Name()
-			if slices.Contains(skippedDirs, name) || strings.HasPrefix(name, ".") && !hidden {
+			if slices.Contains(skippedDirs, name) || strings.HasPrefix(name, ".") && !wk.hidden {
 				continue
 			}
 			rel := name
@@ -111,7 +265,7 @@ func (s *Session) WorkspaceFiles(ctx context.Context, prefix string, limit int) 
 			typ := e.Type()
 			if typ&fs.ModeSymlink != 0 {
 				// Follow it only to a file inside the workspace.
-				real, err := w.Resolve(rel)
+				real, err := wk.w.Resolve(rel)
 				if err != nil {
 					continue
 				}
@@ -123,21 +277,17 @@ func (s *Session) WorkspaceFiles(ctx context.Context, prefix string, limit int) 
 			}
 			switch {
 			case typ.IsDir():
-				// Only directories that can still hold a match.
-				if strings.HasPrefix(rel+"/", prefix) || strings.HasPrefix(prefix, rel+"/") || byBase {
+				if wk.descend(rel) {
 					queue = append(queue, node{rel: rel, abs: filepath.Join(d.abs, name)})
 				}
 			case typ.IsRegular():
-				if strings.HasPrefix(rel, prefix) || byBase && strings.HasPrefix(name, base) {
-					if len(files) == limit {
-						return files, true, nil
-					}
-					files = append(files, rel)
+				if !wk.file(rel, name) {
+					return false, nil
 				}
 			}
 		}
 	}
-	return files, false, nil
+	return false, nil
 }
 
 // AttachFiles returns parts with each workspace file attachment (a part

@@ -67,6 +67,9 @@ type Config struct {
 	UsageEvents bool
 	// MaxSteps bounds the model calls of one run; 0 means the agent default.
 	MaxSteps int
+	// MaxFilesVisited bounds the directory entries one WorkspaceFiles or
+	// MatchWorkspaceFiles listing reads; 0 means DefaultFilesVisited.
+	MaxFilesVisited int
 	// QueueFrames bounds each subscriber's queue; 0 means DefaultQueueFrames.
 	QueueFrames int
 	// Logger receives the kernel's logs; nil means slog.Default().
