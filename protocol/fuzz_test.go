@@ -107,6 +107,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"t":"ui.intent","id":"q9","session":"s1","node":"placed:agent:todo","action":"pick","value": [ "row-3" , {"a" :null}]}`,
 		`{"t":"ui.intent","id":"q10","session":"s1","node":"placed:ext:ci:runs","action":"open","value":"https://x/y"}`,
 		`{"t":"workspace.files","id":"q11","session":"s1","prefix":"src/ma","limit":20}`,
+		`{"t":"workspace.files","id":"q13","session":"s1","query":"srvconn","limit":20}`,
 		`{"t":"run.send","id":"q12","session":"s1","input":{"text":"see @notes.txt","attachments":[{"type":"document","source":{"type":"path","value":"notes.txt"}}]}}`,
 	} {
 		f.Add([]byte(s))

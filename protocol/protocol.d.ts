@@ -562,6 +562,7 @@ export interface WorkspaceFiles {
   id: string;
   session: string;
   prefix?: string;
+  query?: string;
   limit?: number;
 }
 
@@ -797,5 +798,6 @@ export interface ToolCall {
 
 export interface WorkspaceFilesReply {
   files: string[];
+  matches?: number[][];
   truncated?: boolean;
 }

@@ -221,23 +221,31 @@ type ConsentAnswer struct {
 }
 
 // WorkspaceFiles lists files of a session's workspace, for a client that
-// completes @mentions: the regular files whose path relative to the
-// workspace root starts with Prefix (or, for a Prefix without "/", whose
-// base name does), nearest the root first, at most Limit of them (50 when
-// 0, at most 1000). .git and node_modules are never listed, nor hidden
-// entries unless Prefix names them.
+// completes @mentions. With Prefix, the regular files whose path relative
+// to the workspace root starts with Prefix (or, for a Prefix without "/",
+// whose base name does), nearest the root first. With Query instead, the
+// files whose path contains Query's characters in order, ignoring case
+// (a fuzzy match), best first, each with the offsets it matched
+// (WorkspaceFilesReply.Matches). At most Limit of them (50 when 0, at most
+// 1000). .git and node_modules are never listed, nor hidden entries unless
+// Prefix or Query names them. A request may not carry both.
 type WorkspaceFiles struct {
 	Envelope
 	Session string `json:"session"`
 	Prefix  string `json:"prefix,omitempty"`
+	Query   string `json:"query,omitempty"`
 	Limit   int    `json:"limit,omitempty"`
 }
 
 // WorkspaceFilesReply is the value of a WorkspaceFiles reply: the paths,
 // relative to the workspace root with "/" between elements. Truncated is
-// set when more files matched than were listed.
+// set when more files matched than were listed, or the walk stopped at its
+// bound. Matches is set for a Query: for each path, the offsets in it,
+// counted in characters (Unicode code points) from 0, of the characters
+// the query matched, for a client to highlight.
 type WorkspaceFilesReply struct {
 	Files     []string `json:"files"`
+	Matches   [][]int  `json:"matches,omitempty"`
 	Truncated bool     `json:"truncated,omitempty"`
 }
 

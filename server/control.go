@@ -226,6 +226,20 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		if err != nil {
 			return nil, err
 		}
+		if q.Query != "" {
+			if q.Prefix != "" {
+				return nil, &kernel.RequestError{Msg: "workspace.files takes a prefix or a query, not both: send prefix to list paths that start with it, or query to match fuzzily"}
+			}
+			found, truncated, err := sess.MatchWorkspaceFiles(ctx, q.Query, q.Limit)
+			if err != nil {
+				return nil, err
+			}
+			reply := protocol.WorkspaceFilesReply{Files: make([]string, len(found)), Matches: make([][]int, len(found)), Truncated: truncated}
+			for i, f := range found {
+				reply.Files[i], reply.Matches[i] = f.Path, f.Matched
+			}
+			return reply, nil
+		}
 		files, truncated, err := sess.WorkspaceFiles(ctx, q.Prefix, q.Limit)
 		if err != nil {
 			return nil, err
