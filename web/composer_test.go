@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,12 +80,12 @@ func TestMentionAttachesWorkspaceFile(t *testing.T) {
 
 	typeInPrompt(t, ctx, "summarize @note")
 	until(t, ctx, "the @ picker lists the matching files", `document.querySelectorAll("#hints [role=option]").length === 3 && !document.getElementById("hints").hidden`)
-	if got, want := pickerLabels(t, ctx), "@notebook.md\n@notes.txt\n@src/notes.go"; got != want {
-		t.Errorf("the @ picker = %q, want %q (nearest the root first, node_modules skipped)", got, want)
+	if got, want := pickerLabels(t, ctx), "@notes.txt\n@notebook.md\n@src/notes.go"; got != want {
+		t.Errorf("the @ picker = %q, want %q (base names first, shorter first, node_modules skipped)", got, want)
 	}
-	screenshot(t, ctx, "mention-picker", "the composer's @ picker listing the workspace files that start with note")
-	// ↓ to the second, Tab to take it.
-	run(t, ctx, "choose notes.txt", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent("\t"))
+	screenshot(t, ctx, "mention-picker", "the composer's @ picker listing the workspace files that match note")
+	// ↓ to the second, ↑ back to the first, Tab to take it.
+	run(t, ctx, "choose notes.txt", chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.ArrowUp), chromedp.KeyEvent("\t"))
 	if got := evalJS[string](t, ctx, `document.getElementById("prompt").value`); got != "summarize @notes.txt " {
 		t.Errorf("the prompt after choosing = %q, want %q", got, "summarize @notes.txt ")
 	}
@@ -123,6 +124,75 @@ func TestMentionAttachesWorkspaceFile(t *testing.T) {
 	v, status := control(t, r.http.URL, "", `{"t":"run.send","id":"x","session":"`+session+`","input":{"text":"x","attachments":[{"type":"document","source":{"type":"path","value":"../etc/passwd"}}]}}`)
 	if status != 400 || !strings.Contains(v["error"].(string), "outside the workspace") {
 		t.Errorf("run.send with ../etc/passwd = %d %v, want 400 naming the workspace", status, v)
+	}
+}
+
+// markedLabels returns the labels of the composer's completion list with
+// each highlighted run in brackets: "@[s]e[rv]er/[con]n.go".
+func markedLabels(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return evalJS[[]string](t, ctx, `[...document.querySelectorAll("#hints [role=option] code")].map(c =>
+		[...c.childNodes].map(n => n.nodeName === "MARK" ? "[" + n.textContent + "]" : n.nodeType === 3 ? n.textContent : "<" + n.nodeName + ">").join(""))`)
+}
+
+func TestMentionMatchesFuzzily(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	// A file name is text, not markup: this one must show as written.
+	const tricky = `<img src=x onerror="window.pwned=1">conn.md`
+	for _, p := range []string{"server/conn.go", "server/control.go", "client/connect.go", tricky} {
+		full := filepath.Join(r.workspace, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("package x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := browser(t, 1280, 800)
+	openNewSession(t, ctx, r.http.URL)
+
+	typeInPrompt(t, ctx, "look at @conn")
+	until(t, ctx, "the @ picker lists the fuzzy matches", `document.querySelectorAll("#hints [role=option]").length === 3`)
+	want := []string{"@server/[conn].go", "@client/[conn]ect.go", "@" + tricky[:len(tricky)-7] + "[conn].md"}
+	if got := markedLabels(t, ctx); !slices.Equal(got, want) {
+		t.Errorf("the @ picker for @conn = %q, want %q", got, want)
+	}
+	if evalJS[bool](t, ctx, `!!document.querySelector("#hints img") || window.pwned === 1`) {
+		t.Errorf("a file name's markup was drawn as HTML in the @ picker")
+	}
+	screenshot(t, ctx, "mention-fuzzy", "the @ picker matching conn fuzzily, the matched characters underlined")
+
+	// Characters spread over the path still match, the best first.
+	clearPrompt(t, ctx)
+	typeInPrompt(t, ctx, "look at @srvcon")
+	until(t, ctx, "the @ picker lists the matches of srvcon", `document.querySelectorAll("#hints [role=option]").length === 2 && document.querySelector("#hints [role=option] code").textContent === "@server/conn.go"`)
+	if got, want := markedLabels(t, ctx), []string{"@[s]e[rv]er/[con]n.go", "@[s]e[rv]er/[con]trol.go"}; !slices.Equal(got, want) {
+		t.Errorf("the @ picker for @srvcon = %q, want %q", got, want)
+	}
+	// ↓ to the second, Tab to take it, Enter to send.
+	run(t, ctx, "choose server/control.go", chromedp.KeyEvent(kb.ArrowDown))
+	if got := evalJS[string](t, ctx, `document.getElementById("prompt").getAttribute("aria-activedescendant") + " " + document.querySelector("#hints [aria-selected=true] code").textContent`); got != "hint-1 @server/control.go" {
+		t.Errorf("the active option after ↓ = %q, want hint-1 @server/control.go", got)
+	}
+	run(t, ctx, "take it", chromedp.KeyEvent("\t"))
+	if got := evalJS[string](t, ctx, `document.getElementById("prompt").value`); got != "look at @server/control.go " {
+		t.Errorf("the prompt after choosing = %q, want %q", got, "look at @server/control.go ")
+	}
+	run(t, ctx, "send it", chromedp.KeyEvent("\r"))
+	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
+	sends := r.sent("run.send")
+	if len(sends) != 1 {
+		t.Fatalf("run.send requests = %d, want 1", len(sends))
+	}
+	atts, _ := json.Marshal(sends[0]["input"].(map[string]any)["attachments"])
+	if want := `[{"source":{"type":"path","value":"server/control.go"},"type":"document"}]`; string(atts) != want {
+		t.Errorf("run.send attachments = %s, want %s", atts, want)
+	}
+	// The picker asked with a query, not a prefix.
+	for _, q := range r.sent("workspace.files") {
+		if _, ok := q["prefix"]; ok || q["query"] == nil {
+			t.Errorf("workspace.files request = %v, want a query and no prefix", q)
+		}
 	}
 }
 

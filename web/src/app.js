@@ -740,7 +740,7 @@ async function submit() {
 // option the prompt names in aria-activedescendant. Tab or Enter takes the
 // active option; ↑ ↓ move; Esc closes it.
 const picker = {
-  items: [], // {insert, label, detail, tag}
+  items: [], // {insert, label, detail, tag}; a file's also {path, matched}
   active: 0,
   start: 0, // where in the prompt the word being completed starts
   end: 0,
@@ -766,7 +766,8 @@ function drawPicker() {
   }
   picker.active = Math.min(picker.active, picker.items.length - 1);
   h.replaceChildren(...picker.items.map((it, i) => {
-    const li = el('li', 'hint', el('code', '', it.label), it.detail ? ` ${it.detail}` : '', it.tag ? el('span', 'hint-tag', it.tag) : null);
+    const label = it.matched ? el('code', '', '@', marked(it.path, it.matched)) : el('code', '', it.label);
+    const li = el('li', 'hint', label, it.detail ? ` ${it.detail}` : '', it.tag ? el('span', 'hint-tag', it.tag) : null);
     li.id = `hint-${i}`;
     li.setAttribute('role', 'option');
     li.setAttribute('aria-selected', String(i === picker.active));
@@ -779,6 +780,32 @@ function drawPicker() {
     return li;
   }));
   box.setAttribute('aria-activedescendant', `hint-${picker.active}`);
+}
+
+/**
+ * marked returns text as text nodes, with the characters at offsets (code
+ * points, increasing, as workspace.files' matches) in <mark> elements, a run
+ * of them in one. The text is never parsed as HTML.
+ */
+function marked(text, offsets) {
+  const chars = Array.from(text);
+  const at = new Set(offsets);
+  const out = [];
+  let run = '';
+  let inMark = false;
+  const flush = () => {
+    if (run) out.push(inMark ? el('mark', '', run) : run);
+    run = '';
+  };
+  chars.forEach((c, i) => {
+    if (at.has(i) !== inMark) {
+      flush();
+      inMark = !inMark;
+    }
+    run += c;
+  });
+  flush();
+  return out;
 }
 
 /** wordAt returns the whitespace-delimited word that ends at the caret. */
@@ -816,16 +843,22 @@ function hints() {
   closePicker();
 }
 
-async function lookupFiles(prefix, start, end) {
+// lookupFiles asks the kernel for the workspace files that match query
+// fuzzily (workspace.files with a query; an empty one lists from the root)
+// and offers them, the characters matched highlighted.
+async function lookupFiles(query, start, end) {
   const gen = ++picker.gen;
   let files = [];
+  let matches = [];
   try {
-    ({ files = [] } = await control({ t: 'workspace.files', session: view.session, prefix, limit: 20 }));
+    ({ files = [], matches = [] } = await control({ t: 'workspace.files', session: view.session, query, limit: 20 }));
   } catch (err) {
     toast(err.message);
   }
   if (gen !== picker.gen) return;
-  picker.items = files.map((f) => ({ insert: `@${f} `, label: `@${f}`, detail: '', tag: 'file' }));
+  picker.items = files.map((f, i) => ({
+    insert: `@${f} `, label: `@${f}`, path: f, matched: matches[i] || [], detail: '', tag: 'file',
+  }));
   picker.start = start;
   picker.end = end;
   picker.active = 0;
