@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/store/sqlite"
 )
 
 // workspaceTree writes files (path → content) under a fresh directory and
@@ -318,4 +320,57 @@ func TestWorkspaceFilesBound(t *testing.T) {
 			t.Errorf("MaxFilesVisited %d: WorkspaceFiles(\"\") = %d files, %v, %v, want %d, %v", tt.bound, len(paths), truncated, err, tt.want, tt.truncated)
 		}
 	}
+}
+
+// BenchmarkWorkspaceFiles lists a tree of 5,000 files by a prefix that
+// matches nothing (the baseline: the whole walk, no match) and by a fuzzy
+// query that matches most files, so the cost of matching and ranking reads
+// as a ratio of the two.
+func BenchmarkWorkspaceFiles(b *testing.B) {
+	files := map[string]string{}
+	for i := range 50 {
+		for j := range 100 {
+			files[fmt.Sprintf("pkg%02d/sub%d/file_%03d_conn.go", i, j%5, j)] = "x"
+		}
+	}
+	root := b.TempDir()
+	for p := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "orrery.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline"})
+	if err := k.Open(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("prefix", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got, _, err := s.WorkspaceFiles(context.Background(), "zzz", 20); err != nil || len(got) != 0 {
+				b.Fatalf("WorkspaceFiles() = %d files, %v", len(got), err)
+			}
+		}
+	})
+	b.Run("fuzzy", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got, _, err := s.MatchWorkspaceFiles(context.Background(), "p7fconn", 20); err != nil || len(got) != 20 {
+				b.Fatalf("MatchWorkspaceFiles() = %d files, %v", len(got), err)
+			}
+		}
+	})
 }
