@@ -429,6 +429,17 @@ func (c *Client) WorkspaceFiles(ctx context.Context, session, prefix string, lim
 	return out, err
 }
 
+// MatchWorkspaceFiles lists files of session's workspace whose path
+// contains query's characters in order, ignoring case, best match first
+// (workspace.files with a query): the reply's Matches gives, for each
+// path, the offsets of the characters matched, for highlighting. limit 0
+// means the server's default (50).
+func (c *Client) MatchWorkspaceFiles(ctx context.Context, session, query string, limit int) (protocol.WorkspaceFilesReply, error) {
+	var out protocol.WorkspaceFilesReply
+	err := c.doInto(ctx, &protocol.WorkspaceFiles{Envelope: protocol.Envelope{T: "workspace.files"}, Session: session, Query: query, Limit: limit}, &out)
+	return out, err
+}
+
 // Cancel cancels the session's run in flight (run.cancel). runID, when
 // not empty, must name that run.
 func (c *Client) Cancel(ctx context.Context, session, runID string) error {

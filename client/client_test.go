@@ -803,6 +803,10 @@ func TestWorkspaceFiles(t *testing.T) {
 			if err != nil || !slices.Equal(got.Files, []string{"notes.txt", "src/notes.go"}) || got.Truncated {
 				t.Errorf("WorkspaceFiles(no) = %+v, %v, want notes.txt and src/notes.go, not truncated", got, err)
 			}
+			m, err := c.MatchWorkspaceFiles(ctx, id, "srcnot", 0)
+			if err != nil || !slices.Equal(m.Files, []string{"src/notes.go"}) || len(m.Matches) != 1 || !slices.Equal(m.Matches[0], []int{0, 1, 2, 4, 5, 6}) {
+				t.Errorf("MatchWorkspaceFiles(srcnot) = %+v, %v, want src/notes.go matched at 0 1 2 4 5 6", m, err)
+			}
 			if got, err := c.WorkspaceFiles(ctx, id, "", 1); err != nil || len(got.Files) != 1 || !got.Truncated {
 				t.Errorf("WorkspaceFiles(limit 1) = %+v, %v, want one file, truncated", got, err)
 			}
