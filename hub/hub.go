@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -43,6 +44,14 @@ var (
 	ErrTimeout = errors.New("no reply came in time, which counts as a refusal")
 	// ErrUnknownAddress is a post or send to nobody the hub knows.
 	ErrUnknownAddress = errors.New("nobody is at that address")
+	// ErrAgentEnded is traffic to, or a reply awaited from, an agent whose
+	// task has ended and whose mailbox the hub released (Leave). It is
+	// distinct from ErrUnknownAddress for as long as the hub remembers the
+	// address (Options.RememberEnded); after that the address is unknown.
+	ErrAgentEnded = errors.New("the agent at that address has ended its task")
+	// ErrMailboxFull is a post to a mailbox that already holds
+	// Options.MailboxLimit messages: its agent is not reading it.
+	ErrMailboxFull = errors.New("the agent is not reading its mailbox")
 )
 
 // RefusedError is traffic the links ACL refused. Missing describes the
@@ -113,15 +122,33 @@ func (l Link) matches(a Address) bool {
 }
 
 // Hub routes messages between addresses. The zero Hub is not usable: make
-// one with New. It is safe for concurrent use.
+// one with New or NewWithOptions. It is safe for concurrent use.
 type Hub struct {
+	log          *slog.Logger
+	mailboxLimit int // 0: no limit
+
 	mu       sync.Mutex // guards everything below
 	crews    map[string]*crewInfo
 	seats    map[string]func(Message)   // addresses that take delivery themselves
 	boxes    map[string][]Message       // agents' mailboxes
-	topics   map[string]map[string]bool // topic → subscriber addresses
+	topics   map[string]map[string]bool // topic → subscriber addresses; no empty sets
 	retained map[string]map[string]retainedMsg
-	waiting  map[string]chan Message // correlationId → the send waiting for it
+	waiting  map[string]*pending // correlationId → the send waiting for it
+	pinned   map[string]bool     // boxes that stay: crew agents and AddAgent's
+	holders  map[string]int      // boxes of agents started by Join → how many run there
+	ended    endedSet            // addresses released by Leave, the latest first to stay
+}
+
+// pending is a send waiting for its reply.
+type pending struct {
+	to     string         // the address it was sent to
+	answer chan answerMsg // buffered: the one answer never blocks
+}
+
+// answerMsg is a reply, or why none will come.
+type answerMsg struct {
+	m   Message
+	err error
 }
 
 type crewInfo struct {
@@ -134,19 +161,69 @@ type retainedMsg struct {
 	payload json.RawMessage
 }
 
-// New returns an empty hub.
-func New() *Hub {
+// Defaults of Options.
+const (
+	// DefaultMailboxLimit is how many messages a mailbox holds before it
+	// refuses more.
+	DefaultMailboxLimit = 1000
+	// DefaultRememberEnded is how many ended addresses the hub remembers,
+	// to refuse traffic to them as ended rather than unknown.
+	DefaultRememberEnded = 1024
+)
+
+// Options tune a hub. The zero Options are the defaults.
+type Options struct {
+	// MailboxLimit is how many messages one mailbox holds; a post past it
+	// is refused with ErrMailboxFull. 0 means DefaultMailboxLimit; a
+	// negative value means no limit.
+	MailboxLimit int
+	// RememberEnded is how many of the latest ended addresses (Leave) the
+	// hub remembers; traffic to one of them is refused with ErrAgentEnded,
+	// to an older one with ErrUnknownAddress. 0 means
+	// DefaultRememberEnded; a negative value means none.
+	RememberEnded int
+	// Logger gets the messages a mailbox still held when its agent ended;
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns an empty hub with the default Options.
+func New() *Hub { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns an empty hub tuned by o.
+func NewWithOptions(o Options) *Hub {
+	if o.MailboxLimit == 0 {
+		o.MailboxLimit = DefaultMailboxLimit
+	}
+	if o.MailboxLimit < 0 {
+		o.MailboxLimit = 0
+	}
+	if o.RememberEnded == 0 {
+		o.RememberEnded = DefaultRememberEnded
+	}
+	if o.RememberEnded < 0 {
+		o.RememberEnded = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	return &Hub{
-		crews:    make(map[string]*crewInfo),
-		seats:    make(map[string]func(Message)),
-		boxes:    make(map[string][]Message),
-		topics:   make(map[string]map[string]bool),
-		retained: make(map[string]map[string]retainedMsg),
-		waiting:  make(map[string]chan Message),
+		log:          o.Logger,
+		mailboxLimit: o.MailboxLimit,
+		crews:        make(map[string]*crewInfo),
+		seats:        make(map[string]func(Message)),
+		boxes:        make(map[string][]Message),
+		topics:       make(map[string]map[string]bool),
+		retained:     make(map[string]map[string]retainedMsg),
+		waiting:      make(map[string]*pending),
+		pinned:       make(map[string]bool),
+		holders:      make(map[string]int),
+		ended:        newEndedSet(o.RememberEnded),
 	}
 }
 
-// AddCrew registers a crew, its agents (each gets a mailbox) and its links.
+// AddCrew registers a crew, its agents (each gets a mailbox that stays for
+// the hub's life) and its links.
 func (h *Hub) AddCrew(name string, agents []string, links []Link) error {
 	for _, l := range links {
 		if err := l.Validate(); err != nil {
@@ -164,20 +241,27 @@ func (h *Hub) AddCrew(name string, agents []string, links []Link) error {
 		if _, ok := h.boxes[addr]; !ok {
 			h.boxes[addr] = nil
 		}
+		h.pinned[addr] = true
+		h.ended.remove(addr)
 	}
 	return nil
 }
 
-// AddAgent gives an agent outside any declared crew a mailbox, such as a
-// sub-agent started by the task tool.
+// AddAgent makes sure addr has a mailbox. A new one stays for the hub's
+// life, like a session's own agent's; a mailbox that is already there,
+// such as a running sub-agent's (Join), is left as it is, to be released
+// when its agent leaves.
 func (h *Hub) AddAgent(addr string) error {
-	if _, err := ParseAddress(addr); err != nil {
+	addr, err := canonical(addr)
+	if err != nil {
 		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.boxes[addr]; !ok {
 		h.boxes[addr] = nil
+		h.pinned[addr] = true
+		h.ended.remove(addr)
 	}
 	return nil
 }
@@ -204,9 +288,7 @@ func (h *Hub) Attach(addr string, deliver func(Message)) (detach func(), err err
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		delete(h.seats, addr)
-		for _, subs := range h.topics {
-			delete(subs, addr)
-		}
+		h.unsubscribeAllLocked(addr)
 	}, nil
 }
 
@@ -257,7 +339,8 @@ func refusal(crew, from, to, topic string, peer Address, dir string) *RefusedErr
 	return &RefusedError{Crew: crew, From: from, To: to, Topic: topic, Missing: missing}
 }
 
-// deliverLocked puts m in to's mailbox or returns its seat's callback.
+// deliverLocked puts m in to's mailbox or returns its seat's callback. A
+// crew's fan-out is all or nothing: one full mailbox refuses it.
 func (h *Hub) deliverLocked(to string, m Message) (func(), error) {
 	if seat, ok := h.seats[to]; ok {
 		return func() { seat(m) }, nil
@@ -269,16 +352,36 @@ func (h *Hub) deliverLocked(to string, m Message) (func(), error) {
 			return nil, fmt.Errorf("post to %s: %w (no crew %s runs here)", to, ErrUnknownAddress, a.Crew)
 		}
 		for _, name := range c.agents {
+			if err := h.roomLocked(Agent(a.Crew, name)); err != nil {
+				return nil, fmt.Errorf("post to %s: %w", to, err)
+			}
+		}
+		for _, name := range c.agents {
 			addr := Agent(a.Crew, name)
 			h.boxes[addr] = append(h.boxes[addr], m)
 		}
 		return func() {}, nil
 	}
 	if _, ok := h.boxes[to]; !ok {
+		if h.ended.has(to) {
+			return nil, fmt.Errorf("deliver to %s: %w: its mailbox was released when it finished; delegate a new task to reach that role again", to, ErrAgentEnded)
+		}
 		return nil, fmt.Errorf("deliver to %s: %w", to, ErrUnknownAddress)
+	}
+	if err := h.roomLocked(to); err != nil {
+		return nil, fmt.Errorf("deliver to %s: %w", to, err)
 	}
 	h.boxes[to] = append(h.boxes[to], m)
 	return func() {}, nil
+}
+
+// roomLocked returns an error wrapping ErrMailboxFull when addr's mailbox
+// holds as many messages as a mailbox may.
+func (h *Hub) roomLocked(addr string) error {
+	if n := len(h.boxes[addr]); h.mailboxLimit > 0 && n >= h.mailboxLimit {
+		return fmt.Errorf("%w: %s has %d messages waiting, the most a mailbox holds; wait until it reads them (hub.inbox) or reach it another way", ErrMailboxFull, addr, n)
+	}
+	return nil
 }
 
 func canonical(addr string) (string, error) {
@@ -321,8 +424,10 @@ func NewCorrelationID() string {
 
 // Send delivers payload to one address with expectsReply set and waits for
 // the reply, up to timeout (0 means DefaultTimeout) or ctx's end. Silence
-// is a refusal: it returns an error wrapping ErrTimeout. correlationID may
-// be empty, and then the hub picks one.
+// is a refusal: it returns an error wrapping ErrTimeout. When the agent at
+// to ends (Leave) before a reply, it returns an error wrapping
+// ErrAgentEnded at once. correlationID may be empty, and then the hub
+// picks one.
 func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage, timeout time.Duration, correlationID string) (Message, error) {
 	var err error
 	if from, err = canonical(from); err != nil {
@@ -337,7 +442,7 @@ func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage
 	if correlationID == "" {
 		correlationID = NewCorrelationID()
 	}
-	answer := make(chan Message, 1)
+	answer := make(chan answerMsg, 1)
 	h.mu.Lock()
 	if err := h.checkLocked(from, to, ""); err != nil {
 		h.mu.Unlock()
@@ -352,7 +457,7 @@ func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage
 		h.mu.Unlock()
 		return Message{}, err
 	}
-	h.waiting[correlationID] = answer
+	h.waiting[correlationID] = &pending{to: to, answer: answer}
 	h.mu.Unlock()
 	deliver()
 	timer := time.NewTimer(timeout)
@@ -363,8 +468,11 @@ func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage
 		h.mu.Unlock()
 	}
 	select {
-	case m := <-answer:
-		return m, nil
+	case a := <-answer:
+		if a.err != nil {
+			return Message{CorrelationID: correlationID}, fmt.Errorf("send to %s (correlationId %s): %w before it replied; no reply will come, so do without it or ask an agent that runs", to, correlationID, a.err)
+		}
+		return a.m, nil
 	case <-timer.C:
 		forget()
 		return Message{CorrelationID: correlationID}, fmt.Errorf("send to %s (correlationId %s): %w after %s", to, correlationID, ErrTimeout, timeout)
@@ -378,13 +486,13 @@ func (h *Hub) Send(ctx context.Context, from, to string, payload json.RawMessage
 // in flight returns an error wrapping ErrUnknownCorrelation.
 func (h *Hub) Reply(correlationID string, payload json.RawMessage) error {
 	h.mu.Lock()
-	answer, ok := h.waiting[correlationID]
+	p, ok := h.waiting[correlationID]
 	delete(h.waiting, correlationID)
 	h.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("reply %s: %w", correlationID, ErrUnknownCorrelation)
 	}
-	answer <- Message{Payload: payload, CorrelationID: correlationID}
+	p.answer <- answerMsg{m: Message{Payload: payload, CorrelationID: correlationID}}
 	return nil
 }
 
@@ -459,6 +567,9 @@ func (h *Hub) Subscribe(addr, topic string) error {
 	_, boxed := h.boxes[addr]
 	if !seated && !boxed {
 		h.mu.Unlock()
+		if h.ended.has(addr) {
+			return fmt.Errorf("subscribe %s: %w", addr, ErrAgentEnded)
+		}
 		return fmt.Errorf("subscribe %s: %w", addr, ErrUnknownAddress)
 	}
 	if h.topics[topic] == nil {
@@ -496,8 +607,23 @@ func (h *Hub) Unsubscribe(addr, topic string) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.topics[topic], addr)
+	if subs := h.topics[topic]; subs != nil {
+		delete(subs, addr)
+		if len(subs) == 0 {
+			delete(h.topics, topic)
+		}
+	}
 	return nil
+}
+
+// unsubscribeAllLocked closes every relay of a topic to addr.
+func (h *Hub) unsubscribeAllLocked(addr string) {
+	for topic, subs := range h.topics {
+		delete(subs, addr)
+		if len(subs) == 0 {
+			delete(h.topics, topic)
+		}
+	}
 }
 
 // Take empties addr's mailbox and returns what it held, oldest first.
@@ -510,6 +636,9 @@ func (h *Hub) Take(addr string) ([]Message, error) {
 	defer h.mu.Unlock()
 	msgs, ok := h.boxes[addr]
 	if !ok {
+		if h.ended.has(addr) {
+			return nil, fmt.Errorf("read the mailbox of %s: %w", addr, ErrAgentEnded)
+		}
 		return nil, fmt.Errorf("read the mailbox of %s: %w", addr, ErrUnknownAddress)
 	}
 	h.boxes[addr] = nil

@@ -165,10 +165,11 @@ func runScript(t *testing.T, turns []map[string]any, tools ...tool.Tool) *kernel
 // the sub-agent's subagentRunId, and the sub-agent ends with
 // SUBAGENT_ERROR before RUN_FINISHED cancelled.
 func TestCancelClosesSubagentOpenMessages(t *testing.T) {
+	ended := make(chan string, 1)
 	sess := runScript(t, []map[string]any{
 		{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "think forever", "role": "thinker"}}}},
 		{"text": []string{"half a thought"}, "hang": true},
-	}, subagent.TaskTool{})
+	}, subagent.TaskTool{OnEnd: func(addr string) { ended <- addr }})
 	ctx := context.Background()
 	res, err := sess.Send(ctx, kernel.SendInput{Text: "delegate", Subscribe: true})
 	if err != nil {
@@ -234,6 +235,16 @@ func TestCancelClosesSubagentOpenMessages(t *testing.T) {
 	if subErr == nil || subErr.SubagentRunID != subID || subErr.Code != "cancelled" {
 		t.Errorf("SUBAGENT_ERROR = %+v, want the sub-agent's, cancelled", subErr)
 	}
+	// A cancel ends the run at once; the sub-agent's loop unwinds after,
+	// and OnEnd comes then.
+	select {
+	case addr := <-ended:
+		if addr != "agent://run/thinker" {
+			t.Errorf("OnEnd(%q), want agent://run/thinker", addr)
+		}
+	case <-t.Context().Done():
+		t.Error("OnEnd was never called for the cancelled sub-agent")
+	}
 }
 
 // TestTaskToolAddresses checks where delegated sub-agents sit on the hub:
@@ -241,10 +252,16 @@ func TestCancelClosesSubagentOpenMessages(t *testing.T) {
 // dashes), and nested ones in the crew of the sub-agent that delegated.
 func TestTaskToolAddresses(t *testing.T) {
 	var mu sync.Mutex
-	var addrs []string
+	var addrs, lifecycle []string
 	tt := subagent.TaskTool{
-		OnStart: func(addr string) { mu.Lock(); addrs = append(addrs, addr); mu.Unlock() },
-		Self:    func(ctx context.Context) string { return "agent://" + agent.SessionFrom(ctx) + "/main" },
+		OnStart: func(addr string) {
+			mu.Lock()
+			addrs = append(addrs, addr)
+			lifecycle = append(lifecycle, "start "+addr)
+			mu.Unlock()
+		},
+		OnEnd: func(addr string) { mu.Lock(); lifecycle = append(lifecycle, "end "+addr); mu.Unlock() },
+		Self:  func(ctx context.Context) string { return "agent://" + agent.SessionFrom(ctx) + "/main" },
 	}
 	task := func(role string) map[string]any {
 		return map[string]any{"tool_calls": []map[string]any{{"name": "task", "args": map[string]string{"description": "work", "role": role}}}}
@@ -281,5 +298,11 @@ func TestTaskToolAddresses(t *testing.T) {
 	want := []string{"agent://" + s + "/code-reviewer", "agent://" + s + "/a-b", "agent://" + s + "/nested"}
 	if strings.Join(addrs, " ") != strings.Join(want, " ") {
 		t.Errorf("sub-agent addresses = %v, want %v", addrs, want)
+	}
+	// Each sub-agent ends after it starts, a nested one inside its
+	// caller's span.
+	wantLife := []string{"start " + want[0], "end " + want[0], "start " + want[1], "start " + want[2], "end " + want[2], "end " + want[1]}
+	if strings.Join(lifecycle, ", ") != strings.Join(wantLife, ", ") {
+		t.Errorf("OnStart/OnEnd calls = %v, want %v", lifecycle, wantLife)
 	}
 }

@@ -23,6 +23,11 @@ type TaskTool struct {
 	// OnStart, when set, is called before the sub-agent runs, with its
 	// hub address; it may give it a mailbox.
 	OnStart func(addr string)
+	// OnEnd, when set, is called once the sub-agent has ended, however it
+	// ended (an answer, an error, a cancel or a panic), with the address
+	// OnStart was given; it may release its mailbox. Every call that
+	// reaches OnStart reaches OnEnd.
+	OnEnd func(addr string)
 	// Self returns the hub address of the calling agent when ctx names
 	// none (WithSelf); nil means agent://run/main. A delegated sub-agent
 	// is addressed in its caller's crew: agent://{crew}/{role}.
@@ -73,6 +78,9 @@ func (tt TaskTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 	addr := tt.address(ctx, a.Role)
 	if tt.OnStart != nil {
 		tt.OnStart(addr)
+	}
+	if tt.OnEnd != nil {
+		defer tt.OnEnd(addr)
 	}
 	res := Run(WithSelf(ctx, addr), env.Turn, Spec{
 		Role: a.Role, Instructions: a.Instructions, Task: a.Description, ToolCallID: c.ID,

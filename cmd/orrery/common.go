@@ -95,7 +95,9 @@ type embedded struct {
 //
 // Every kernel has one event hub. Its agents get the task tool, and find
 // the hub tools and ask with tools.search; each session's own agent is
-// agent://{session}/main on the hub (hubtool.SessionSelf).
+// agent://{session}/main on the hub (hubtool.SessionSelf). A sub-agent the
+// task tool starts joins the hub for as long as it runs (hub.Join and
+// hub.Leave).
 func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger, withProcs bool, opts ...func(*kernel.Config)) (*embedded, error) {
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: e.getenv, Logger: log}
 	agents := newACPAgents(cfg, log, resolver.Resolve)
@@ -126,11 +128,14 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Limits:         component.Limits{ComponentBytes: cfg.Limits.ComponentBytes, DataBytes: cfg.Limits.DataBytes, DataUpdatesPerSec: cfg.Limits.DataUpdatesPerSec},
 		Logger:         log,
 	}
-	h := hub.New()
+	h := hub.NewWithOptions(hub.Options{Logger: log})
 	kc.Tools = withTools(kc.Tools, subagent.TaskTool{
 		// Read when called, so an option that wraps kc.Models applies.
-		Models:  func(spec string) (agent.Provider, error) { return kc.Models(spec) },
-		OnStart: func(addr string) { _ = h.AddAgent(addr) },
+		Models: func(spec string) (agent.Provider, error) { return kc.Models(spec) },
+		// A sub-agent has a mailbox while it runs, and the hub releases
+		// it when the sub-agent ends.
+		OnStart: func(addr string) { _ = h.Join(addr) },
+		OnEnd:   h.Leave,
 		Self:    hubtool.SessionSelf,
 	})
 	kc.Searchable = withTools(kc.Searchable, append(hubtool.NewFor(h, hubtool.SessionSelf), ask.Tool{})...)
