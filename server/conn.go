@@ -467,7 +467,7 @@ func (c *conn) drain() {
 	if c.over {
 		return
 	}
-	msgs, _ := c.out.takeNow(c.msgs[:0])
+	msgs := c.out.takeNow(c.msgs[:0])
 	var cause error
 	for _, a := range c.live {
 		c.frames = a.sub.Take(c.frames[:0])
@@ -519,7 +519,7 @@ func (c *conn) finish() error {
 	c.drainMu.Lock()
 	defer c.drainMu.Unlock()
 	if !c.over {
-		msgs, _ := c.out.takeNow(c.msgs[:0])
+		msgs := c.out.takeNow(c.msgs[:0])
 		c.write(msgs)
 		c.over = true
 	}
@@ -599,20 +599,18 @@ func (o *outbox) pushWait(ctx context.Context, msgs ...[]byte) error {
 	}
 }
 
-// takeNow appends every queued message to dst, without waiting. It
-// reports false once the outbox is closed.
-func (o *outbox) takeNow(dst [][]byte) ([][]byte, bool) {
+// takeNow appends every queued message to dst, without waiting.
+func (o *outbox) takeNow(dst [][]byte) [][]byte {
 	o.mu.Lock()
 	took := len(o.msgs) > 0
 	dst = append(dst, o.msgs...)
 	clear(o.msgs)
 	o.msgs = o.msgs[:0]
-	closed := o.closed
 	o.mu.Unlock()
 	if took {
 		signal(o.space)
 	}
-	return dst, !closed
+	return dst
 }
 
 func (o *outbox) close() {

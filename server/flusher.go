@@ -23,15 +23,17 @@ import (
 // workers at once.
 //
 // When the flusher is busy (as many other sinks wait, in the queue or
-// aside, as it has workers), a sink
-// drained less than every ago waits, aside, until that much time has
-// passed, so its frames go out together: the cost of fan-out is mostly one
-// syscall per write, and this cuts the writes several times exactly when
-// they are the bottleneck. A flusher that keeps up writes every frame at
-// once, and the first frame after a quiet spell is never held. A drain may block on a peer that reads slowly: when a
-// worker has been draining one sink for stallAfter, another worker starts,
-// so one slow peer holds up no one else. Workers above the minimum exit
-// when the queue is empty.
+// aside, as it has workers), a sink drained less than every ago waits,
+// aside, until that much time has passed, so its frames go out together:
+// the cost of fan-out is mostly one syscall per write, and this cuts the
+// writes several times exactly when they are the bottleneck. A flusher
+// that keeps up writes every frame at once, and the first frame after a
+// quiet spell is never held.
+//
+// A drain may block on a peer that reads slowly: when a worker has been
+// draining one sink for stallAfter, another worker starts, so one slow
+// peer holds up no one else. Workers above the minimum exit when the
+// queue is empty.
 type flusher struct {
 	min   int           // workers kept while idle
 	every time.Duration // shortest time between two drains of a sink
@@ -40,9 +42,8 @@ type flusher struct {
 	cond    *sync.Cond // signalled when queue grows
 	queue   []*sink    // sinks waiting for a worker, in order, from head
 	head    int
-	idle    int // workers waiting on cond
-	workers int // workers running
-	all     map[*worker]struct{}
+	idle    int                  // workers waiting on cond
+	workers map[*worker]struct{} // every worker running
 	closed  bool
 	// aside holds sinks drained less than every ago, in the order they
 	// were set aside; wake moves them back to the queue when due.
@@ -76,7 +77,7 @@ func newFlusher(min int, every time.Duration) *flusher {
 	if min < 1 {
 		min = 1
 	}
-	f := &flusher{min: min, every: max(every, 0)}
+	f := &flusher{min: min, every: max(every, 0), workers: make(map[*worker]struct{})}
 	f.cond = sync.NewCond(&f.mu)
 	f.wake = time.AfterFunc(time.Hour, f.due)
 	f.wake.Stop()
@@ -127,15 +128,15 @@ func (f *flusher) due() {
 	f.startWorkers()
 }
 
-// startWorkers wakes or starts workers for a grown queue; f.mu is held.
+// startWorkers wakes or starts workers for a grown queue: an idle worker
+// per waiting sink, or a new one while there are fewer than min; f.mu is
+// held.
 func (f *flusher) startWorkers() {
-	if f.head == len(f.queue) {
-		return
+	waiting := len(f.queue) - f.head
+	for range min(waiting, f.idle) {
+		f.cond.Signal()
 	}
-	switch {
-	case f.idle > 0:
-		f.cond.Broadcast()
-	case f.workers < f.min:
+	if waiting > f.idle && len(f.workers) < f.min {
 		f.spawn()
 	}
 }
@@ -169,12 +170,7 @@ func (f *flusher) enqueue(s *sink) {
 		return
 	}
 	f.queue = append(f.queue, s)
-	switch {
-	case f.idle > 0:
-		f.cond.Signal()
-	case f.workers < f.min:
-		f.spawn()
-	}
+	f.startWorkers()
 }
 
 // worker is one of a flusher's goroutines; its fields are guarded by
@@ -187,11 +183,7 @@ type worker struct {
 // spawn starts a worker; f.mu is held.
 func (f *flusher) spawn() {
 	w := &worker{}
-	if f.all == nil {
-		f.all = make(map[*worker]struct{})
-	}
-	f.all[w] = struct{}{}
-	f.workers++
+	f.workers[w] = struct{}{}
 	go f.work(w)
 }
 
@@ -209,7 +201,7 @@ func (f *flusher) check(w *worker) bool {
 	}
 	now := time.Now()
 	moving := 0
-	for o := range f.all {
+	for o := range f.workers {
 		if !o.draining || now.Sub(o.started) < stallAfter {
 			moving++
 		}
@@ -231,9 +223,8 @@ func (f *flusher) work(w *worker) {
 	f.mu.Lock()
 	for {
 		for f.head == len(f.queue) {
-			if f.closed || f.workers > f.min {
-				f.workers--
-				delete(f.all, w)
+			if f.closed || len(f.workers) > f.min {
+				delete(f.workers, w)
 				f.mu.Unlock()
 				stall.Stop()
 				return

@@ -84,7 +84,7 @@ func TestFlusherSlowDrainHoldsNoOneElse(t *testing.T) {
 	waitFor(t, "the flusher to shrink back to its minimum", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.workers == f.min
+		return len(f.workers) == f.min
 	})
 }
 
@@ -98,7 +98,7 @@ func TestFlusherClosed(t *testing.T) {
 	waitFor(t, "the workers to stop", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.workers == 0
+		return len(f.workers) == 0
 	})
 	s.state.Store(sinkIdle)
 	f.schedule(s)
