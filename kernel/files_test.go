@@ -34,6 +34,24 @@ func workspaceTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
+// symlink makes link point at target.
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sessionIn creates a session of e whose workspace is root.
+func sessionIn(t *testing.T, e *env, root string) *kernel.Session {
+	t.Helper()
+	s, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestWorkspaceFiles(t *testing.T) {
 	root := workspaceTree(t, map[string]string{
 		"notes.txt":                 "apples\n",
@@ -47,20 +65,11 @@ func TestWorkspaceFiles(t *testing.T) {
 		"src/node_modules/y/map.js": "y\n",
 	})
 	outside := workspaceTree(t, map[string]string{"secret.txt": "s\n"})
-	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "link-out.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(root, "notes.txt"), filepath.Join(root, "link-in.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "dir-out")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(root, "link-out.txt"))
+	symlink(t, filepath.Join(root, "notes.txt"), filepath.Join(root, "link-in.txt"))
+	symlink(t, outside, filepath.Join(root, "dir-out"))
 	e := newEnv(t, "offline")
-	s, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionIn(t, e, root)
 	tests := []struct {
 		prefix    string
 		limit     int
@@ -117,14 +126,9 @@ func TestAttachFiles(t *testing.T) {
 		"src/main.go": "package main\n",
 	})
 	outside := workspaceTree(t, map[string]string{"secret.txt": "s\n"})
-	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "link-out.txt")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(root, "link-out.txt"))
 	e := newEnv(t, "offline")
-	s, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionIn(t, e, root)
 	path := func(p string) protocol.ContentPart {
 		return protocol.ContentPart{Type: "document", Source: &protocol.Source{Type: "path", Value: p}}
 	}
@@ -192,17 +196,10 @@ func TestWorkspaceFilesFuzzy(t *testing.T) {
 		"node_modules/conn/x.js":   "x",
 	})
 	outside := workspaceTree(t, map[string]string{"conn-secret.txt": "s\n"})
-	if err := os.Symlink(filepath.Join(outside, "conn-secret.txt"), filepath.Join(root, "conn-out.txt")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "conn-dir")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, filepath.Join(outside, "conn-secret.txt"), filepath.Join(root, "conn-out.txt"))
+	symlink(t, outside, filepath.Join(root, "conn-dir"))
 	e := newEnv(t, "offline")
-	s, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{Cwd: root})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionIn(t, e, root)
 	tests := []struct {
 		name      string
 		query     string
