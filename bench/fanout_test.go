@@ -22,8 +22,9 @@ import (
 // ORRERY_BENCH_SUBS (default 1000), ORRERY_BENCH_RATE (frames/s, default
 // 1000), ORRERY_BENCH_SECONDS (window, default 10), ORRERY_BENCH_QUIET
 // (seconds to wait for the machine's other processes to go idle) and
-// ORRERY_BENCH_PROFILE (a directory for a CPU profile of each window)
-// change the scenario. The subscribers run in the subscriber program
+// ORRERY_BENCH_PROFILE (a directory for a CPU profile of each window) and
+// ORRERY_BENCH_TRACE (a file for an execution trace of a window's first
+// second) change the scenario. The subscribers run in the subscriber program
 // (bench/fanout/subscribers, built on first use), a process of their own,
 // so CPU figures are the server's; ORRERY_BENCH_INPROCESS=1 runs them in
 // this process instead. See docs/PERFORMANCE.md.

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 
@@ -45,6 +46,9 @@ type Config struct {
 	// ProfileDir, when set (ORRERY_BENCH_PROFILE), receives a CPU profile of
 	// each measured window, named after the benchmark.
 	ProfileDir string
+	// TraceFile, when set (ORRERY_BENCH_TRACE), receives a runtime
+	// execution trace of the window's first second (go tool trace).
+	TraceFile string
 	// InProcess (ORRERY_BENCH_INPROCESS=1) runs the subscribers in this
 	// process rather than in the subscriber program: the CPU figures then
 	// include the clients.
@@ -70,6 +74,7 @@ func ConfigFromEnv() Config {
 		c.Quiet = time.Duration(f * float64(time.Second))
 	}
 	c.ProfileDir = os.Getenv("ORRERY_BENCH_PROFILE")
+	c.TraceFile = os.Getenv("ORRERY_BENCH_TRACE")
 	c.InProcess = os.Getenv("ORRERY_BENCH_INPROCESS") == "1"
 	return c
 }
@@ -147,6 +152,7 @@ func Run(b *testing.B, cfg Config, sys System) Result {
 	}()
 	time.Sleep(cfg.Warmup)
 	stopProfile := profile(b, cfg.ProfileDir)
+	traceWindow(b, cfg.TraceFile)
 
 	pub0, cpu0, machine0 := published.Load(), processCPU(), machineCPU()
 	start := time.Now()
@@ -279,6 +285,27 @@ func profile(b *testing.B, dir string) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// traceWindow writes an execution trace of the next second to path when
+// it is set.
+func traceWindow(b *testing.B, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		b.Logf("no window trace: %v", err)
+		return
+	}
+	time.AfterFunc(time.Second, func() {
+		trace.Stop()
+		f.Close()
+	})
 }
 
 // dumpGoroutines writes every goroutine's stack, grouped, to dir when set:
