@@ -187,22 +187,34 @@ func (s *Store) Revoke(key string) (Token, error) {
 // Verify reports whether token is a current token. It compares hashes in
 // constant time against every stored token.
 func (s *Store) Verify(token string) bool {
+	_, ok := s.Lookup(token)
+	return ok
+}
+
+// Lookup returns the current token whose secret is token, without its
+// secret. It compares hashes in constant time against every stored token.
+func (s *Store) Lookup(token string) (Token, bool) {
 	if s == nil || !strings.HasPrefix(token, tokenPrefix) {
-		return false
+		return Token{}, false
 	}
 	s.mu.Lock()
 	err := s.reloadLocked()
 	tokens := s.tokens
 	s.mu.Unlock()
 	if err != nil {
-		return false
+		return Token{}, false
 	}
 	want := []byte(hash(token))
-	ok := 0
-	for _, t := range tokens {
-		ok |= subtle.ConstantTimeCompare(want, []byte(t.Hash))
+	found := -1
+	for i, t := range tokens {
+		if subtle.ConstantTimeCompare(want, []byte(t.Hash)) == 1 {
+			found = i
+		}
 	}
-	return ok == 1
+	if found < 0 {
+		return Token{}, false
+	}
+	return tokens[found], true
 }
 
 // IsLoopback reports whether remoteAddr (host:port, as in
@@ -218,28 +230,62 @@ func IsLoopback(remoteAddr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// proxyHeaders are the headers a reverse proxy adds to say whom it
+// forwards for. A loopback connection that carries one is a proxy's, not
+// a local program's.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip", "X-Forwarded-Host"}
+
+// IsLocalProgram reports whether r came from a program on this machine:
+// its connection is on the loopback interface and it carries none of the
+// headers a reverse proxy adds. A proxy on this machine forwards requests
+// from anywhere over loopback, so such a request needs a token like any
+// other. The headers' values are never trusted; only their presence
+// counts, and it can only take trust away.
+func IsLocalProgram(r *http.Request) bool {
+	if !IsLoopback(r.RemoteAddr) {
+		return false
+	}
+	for _, h := range proxyHeaders {
+		if _, ok := r.Header[h]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// BearerToken returns the token of an Authorization header value, whose
+// scheme is matched without regard to case (RFC 9110 §11.1), or "".
+func BearerToken(h string) string {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
 // RequestToken returns the token an HTTP request presents: the
 // Authorization bearer, else the token query parameter.
 func RequestToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok)
+		if tok := BearerToken(h); tok != "" {
+			return tok
 		}
 	}
 	return r.URL.Query().Get("token")
 }
 
-// Check decides an HTTP request: nil when it may proceed. A loopback
-// request needs nothing; any other needs a valid token.
+// Check decides an HTTP request: nil when it may proceed. A request from a
+// local program (IsLocalProgram) needs nothing; any other needs a valid
+// token.
 func (s *Store) Check(r *http.Request) error {
-	if IsLoopback(r.RemoteAddr) {
+	if IsLocalProgram(r) {
 		return nil
 	}
 	tok := RequestToken(r)
 	if tok == "" {
 		return ErrNoToken
 	}
-	if !s.Verify(tok) {
+	if _, ok := s.Lookup(tok); !ok {
 		return ErrBadToken
 	}
 	return nil

@@ -93,7 +93,10 @@ func (h *harness) start() {
 		st.Close()
 		t.Fatalf("kernel.Open() = %v, want nil", err)
 	}
-	srv := server.New(server.Config{Kernel: k, Logger: log, KeepAlive: 200 * time.Millisecond, Hub: h.hub})
+	// The tests name scripted models and put sessions in their own
+	// temporary directories.
+	srv := server.New(server.Config{Kernel: k, Logger: log, KeepAlive: 200 * time.Millisecond, Hub: h.hub,
+		CheckSpec: models.RequestPolicy{AllowCommands: true}.Check, Roots: []string{os.TempDir()}})
 	ln, err := server.ListenPipe(h.sockPath())
 	if err != nil {
 		t.Fatalf("ListenPipe() = %v, want nil", err)

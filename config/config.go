@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -66,6 +68,20 @@ type ServerConfig struct {
 	// FlushInterval is the shortest time between two writes to one client:
 	// frames published sooner go out together. 0 writes each at once.
 	FlushInterval Duration `toml:"flush_interval"`
+	// AllowedHosts are the names, besides localhost and this machine's IP
+	// addresses, that a request's Host header may give: the names a reverse
+	// proxy or DNS gives this server. "*.example.com" matches the names
+	// below it; "*" any name (it gives up the defence against DNS
+	// rebinding).
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]),
+	// besides the server's own, whose pages may call it. Their pages answer
+	// consent only with a token. "*" admits every origin.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// AllowAgentCommands lets a request name an agent by its command line
+	// (acp:COMMAND) or any other spec that starts a process; off, a request
+	// may name only what config and the command line define.
+	AllowAgentCommands bool `toml:"allow_agent_commands"`
 }
 
 // StoreConfig is the [store] table.
@@ -105,6 +121,9 @@ type WorkspaceConfig struct {
 	// Extra are directories outside a session's cwd that its tools may
 	// also read and write.
 	Extra []string `toml:"extra"`
+	// Roots are the directories a session's cwd may be in when a request
+	// names it; empty means the directory the kernel was started in.
+	Roots []string `toml:"roots"`
 }
 
 // MCPConfig is the [mcp] table.
@@ -276,7 +295,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -290,6 +309,8 @@ var Env = []struct{ Name, Sets string }{
 	{"ORRERY_DATA", "store.data"},
 	{"ORRERY_MODEL", "agent.model"},
 	{"ORRERY_MAX_BODY_BYTES", "server.max_body_bytes"},
+	{"ORRERY_ALLOWED_HOSTS", "server.allowed_hosts (comma-separated)"},
+	{"ORRERY_ALLOWED_ORIGINS", "server.allowed_origins (comma-separated)"},
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
@@ -301,6 +322,12 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ORRERY_MODEL"); v != "" {
 		c.Agent.Model = v
+	}
+	if v := getenv("ORRERY_ALLOWED_HOSTS"); v != "" {
+		c.Server.AllowedHosts = splitList(v)
+	}
+	if v := getenv("ORRERY_ALLOWED_ORIGINS"); v != "" {
+		c.Server.AllowedOrigins = splitList(v)
 	}
 	if v := getenv("ORRERY_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -339,6 +366,24 @@ func (c *Config) Validate() error {
 	for i, dir := range c.Workspace.Extra {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("workspace.extra[%d] is %q: write an absolute path", i, dir)
+		}
+	}
+	for i, dir := range c.Workspace.Roots {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("workspace.roots[%d] is %q: write an absolute path", i, dir)
+		}
+		if filepath.Clean(dir) == "/" {
+			return fmt.Errorf("workspace.roots[%d] is \"/\": a root is where a request may put a session, so name the directories that hold your projects, not the whole machine", i)
+		}
+	}
+	for i, h := range c.Server.AllowedHosts {
+		if err := checkAllowedHost(h); err != nil {
+			return fmt.Errorf("server.allowed_hosts[%d] is %q: %w", i, h, err)
+		}
+	}
+	for i, o := range c.Server.AllowedOrigins {
+		if err := checkAllowedOrigin(o); err != nil {
+			return fmt.Errorf("server.allowed_origins[%d] is %q: %w", i, o, err)
 		}
 	}
 	if err := c.Permissions.Validate(); err != nil {
@@ -388,3 +433,47 @@ func (c *Config) Validate() error {
 
 // DBPath is the SQLite log's path inside the data dir.
 func (c *Config) DBPath() string { return filepath.Join(c.Store.Data, "orrery.db") }
+
+// splitList splits a comma-separated environment value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// checkAllowedHost checks one server.allowed_hosts entry: a host name, an
+// IP address, "*.name" or "*"; no scheme, port or path.
+func checkAllowedHost(h string) error {
+	name := strings.TrimPrefix(h, "*.")
+	switch {
+	case h == "*":
+		return nil
+	case name == "":
+		return errors.New("write a host name such as orrery.example.com")
+	case strings.Contains(h, "://"):
+		return errors.New("write the host name alone, without a scheme (that goes in allowed_origins)")
+	case strings.ContainsAny(name, "/*?#@ ") || (strings.Contains(name, ":") && net.ParseIP(strings.Trim(name, "[]")) == nil):
+		return errors.New("write the host name alone, without a port or path, such as orrery.example.com")
+	}
+	return nil
+}
+
+// checkAllowedOrigin checks one server.allowed_origins entry: an origin
+// scheme://host[:port] with an http or https scheme, or "*".
+func checkAllowedOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("write an origin as scheme://host[:port], such as https://app.example.com or http://localhost:3000")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("an origin has no path, query or user: write scheme://host[:port] only")
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/getorrery/orrery/internal/prose"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool"
 )
@@ -354,4 +356,69 @@ func readAttachment(w tool.Workspace, rel string) (string, error) {
 		return "", fmt.Errorf("attach %s: it is not UTF-8 text; attach text files only", rel)
 	}
 	return string(data), nil
+}
+
+// fileSource returns the local path a part's source names: the value of a
+// "path" source, or the path of a file: URL of any source; ok is false for
+// a part that names no local file.
+func fileSource(p protocol.ContentPart) (file string, ok bool, err error) {
+	if p.Source == nil {
+		return "", false, nil
+	}
+	v := p.Source.Value
+	if len(v) >= 5 && strings.EqualFold(v[:5], "file:") {
+		u, err := url.Parse(v)
+		if err != nil || (u.Host != "" && u.Host != "localhost") {
+			return "", true, fmt.Errorf("attachment %s is not a file URL of this machine: attach a file of the session's workspace by its path", prose.Quote(v))
+		}
+		return u.Path, true, nil
+	}
+	if p.Source.Type == "path" {
+		return v, true, nil
+	}
+	return "", false, nil
+}
+
+// checkFileParts refuses a send whose attachments, or whose new user
+// messages' parts, name a local file outside the session's workspace.
+func (s *Session) checkFileParts(ctx context.Context, in SendInput) error {
+	var paths []string
+	add := func(parts []protocol.ContentPart) error {
+		for _, p := range parts {
+			file, ok, err := fileSource(p)
+			if err != nil {
+				return &RequestError{Msg: err.Error()}
+			}
+			if ok {
+				paths = append(paths, file)
+			}
+		}
+		return nil
+	}
+	if err := add(in.Attachments); err != nil {
+		return err
+	}
+	for _, m := range in.Messages {
+		if m.Role == protocol.RoleUser {
+			if err := add(m.Content.Parts); err != nil {
+				return err
+			}
+		}
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	var w tool.Workspace
+	if err := s.do(ctx, func() { w = s.workspace() }); err != nil {
+		return err
+	}
+	for _, file := range paths {
+		if file == "" {
+			return &RequestError{Msg: "an attachment names an empty path: attach a file of the session's workspace, such as src/main.go"}
+		}
+		if _, err := w.Resolve(file); err != nil {
+			return &RequestError{Msg: fmt.Sprintf("attachment %s is outside the session's workspace (%s): attach a file inside it", prose.Quote(file), w.Root)}
+		}
+	}
+	return nil
 }

@@ -269,9 +269,17 @@ type SendResult struct {
 
 // Send starts a run on an idle session. While a run is in flight it joins
 // that run when in.Steer is set and is refused with a *BusyError otherwise.
+//
+// Every part of the new messages that names a local file (a workspace path
+// or a file:// URL) must name one inside the session's workspace; a send
+// with one outside is refused whole, so no agent is handed a path the
+// workspace rules would not let a tool read.
 func (s *Session) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	var res SendResult
 	var err error
+	if err := s.checkFileParts(ctx, in); err != nil {
+		return res, err
+	}
 	if derr := s.do(ctx, func() { res, err = s.send(in) }); derr != nil {
 		return res, derr
 	}

@@ -202,6 +202,7 @@ func TestRunForwardedA2UIAction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := r.local.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

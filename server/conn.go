@@ -65,12 +65,12 @@ const maxOutbox = 4096
 // session's frames. An attached session with a stored backlog has a pump
 // goroutine until that backlog is queued.
 type conn struct {
-	s       *Server
-	t       transport
-	log     *slog.Logger
-	trusted bool // loopback or a Unix socket: no token needed
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	s      *Server
+	t      transport
+	log    *slog.Logger
+	peer   peer // who is at the other end, as the server judged it
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	// Owned by the read loop.
 	authed bool
@@ -113,11 +113,14 @@ type closeError struct {
 
 func (e *closeError) Error() string { return e.reason }
 
-func (s *Server) serveConn(ctx context.Context, t transport, trusted, authed bool) {
+// serveConn speaks the request protocol over t for peer p until the
+// connection ends. A local program, a pipe or a token holder is
+// authenticated at once; any other must give a token in its hello.
+func (s *Server) serveConn(ctx context.Context, t transport, p peer) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	c := &conn{
-		s: s, t: t, log: s.log.With("transport", t.kind()), trusted: trusted,
-		ctx: ctx, cancel: cancel, authed: trusted || authed,
+		s: s, t: t, log: s.log.With("transport", t.kind()), peer: p,
+		ctx: ctx, cancel: cancel, authed: p.local || p.pipe || p.token != "",
 		attached: make(map[string]*attachment), watching: make(map[string]*watchSet),
 	}
 	c.sink.drain = c.drain
@@ -229,17 +232,26 @@ func (c *conn) handle(msg []byte) error {
 }
 
 func (c *conn) hello(h *protocol.Hello) error {
-	if !c.authed {
+	if h.Token != "" {
+		// A token given is checked even where none is needed, so that the
+		// connection ends when it is revoked.
+		t, ok := c.s.cfg.Tokens.Lookup(h.Token)
 		switch {
-		case h.Token == "":
-			return c.refuse(closeAuth, h.ID, auth.ErrNoToken)
-		case !c.s.cfg.Tokens.Verify(h.Token):
+		case ok:
+			c.peer.token = t.ID
+			c.authed = true
+		case !c.authed:
 			return c.refuse(closeAuth, h.ID, auth.ErrBadToken)
 		}
-		c.authed = true
+	}
+	if !c.authed {
+		return c.refuse(closeAuth, h.ID, auth.ErrNoToken)
 	}
 	if err := protocol.CheckDraws(h.Client, h.Draws); err != nil {
 		return c.refuse(closeRefused, h.ID, err)
+	}
+	if slices.Contains(h.Draws, protocol.DrawConsent) && !c.peer.mayConsent() {
+		return c.refuse(closeRefused, h.ID, errors.New(errNoConsentRight))
 	}
 	c.client, c.draws = h.Client, h.Draws
 	c.s.takeSeat(c)

@@ -3,13 +3,17 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 
 	"github.com/getorrery/orrery/agent/acp"
+	"github.com/getorrery/orrery/internal/prose"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -31,14 +35,10 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	q := r.URL.Query()
-	caller := kernel.Caller{Client: q.Get("client")}
-	if draws := q.Get("draws"); draws != "" {
-		caller.Draws = strings.Split(draws, ",")
-		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
+	caller, status, err := queryCaller(r)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
 	}
 	value, err := s.Do(r.Context(), caller, req)
 	if err != nil {
@@ -46,6 +46,50 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, value)
+}
+
+// queryCaller returns the caller that the client and draws query
+// parameters of r declare. A declaration that lacks a required element is
+// refused (400), and so is a declaration of consent from a connection that
+// has not earned the right to answer it (403).
+func queryCaller(r *http.Request) (kernel.Caller, int, error) {
+	q := r.URL.Query()
+	caller := kernel.Caller{Client: q.Get("client")}
+	if draws := q.Get("draws"); draws != "" {
+		caller.Draws = strings.Split(draws, ",")
+		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
+			return caller, http.StatusBadRequest, err
+		}
+		if caller.DrawsConsent() && !peerOf(r.Context()).mayConsent() {
+			return caller, http.StatusForbidden, errors.New(errNoConsentRight)
+		}
+	}
+	return caller, 0, nil
+}
+
+// checkNew refuses what a request may not ask of a new session: a model or
+// agent spec that config and the command line do not define (one that
+// would start a process), or a cwd outside the workspace roots. It returns
+// the cwd with its symlinks resolved.
+func (s *Server) checkNew(model, cwd string) (string, error) {
+	if err := s.cfg.CheckSpec(model); err != nil {
+		return "", &kernel.RequestError{Msg: err.Error()}
+	}
+	if cwd == "" {
+		return "", nil
+	}
+	if len(s.cfg.Roots) == 0 {
+		return "", &kernel.RequestError{Msg: "this server takes no cwd from a request: omit cwd to work in the kernel's own directory, or list the directories sessions may use in [workspace] roots"}
+	}
+	if !filepath.IsAbs(cwd) {
+		return "", &kernel.RequestError{Msg: fmt.Sprintf("cwd %s is not an absolute path: name the session's directory from the root, inside one of the workspace roots (%s)", prose.Quote(cwd), strings.Join(s.cfg.Roots, ", "))}
+	}
+	ws := tool.Workspace{Root: s.cfg.Roots[0], Extra: s.cfg.Roots[1:]}
+	real, err := ws.Resolve(cwd)
+	if err != nil {
+		return "", &kernel.RequestError{Msg: fmt.Sprintf("cwd %s is outside the workspace roots (%s): pick a directory inside one, or add its directory to [workspace] roots", prose.Quote(cwd), strings.Join(s.cfg.Roots, ", "))}
+	}
+	return real, nil
 }
 
 // sessionFor returns the session a request names, refusing an empty name.
@@ -71,7 +115,11 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 			}
 			model = acp.Spec(q.Agent)
 		}
-		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: model, Cwd: q.Cwd})
+		cwd, err := s.checkNew(model, q.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		sess, err := s.k.CreateSession(ctx, kernel.SessionOptions{Title: q.Title, Model: model, Cwd: cwd})
 		if err != nil {
 			return nil, err
 		}

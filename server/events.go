@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/getorrery/orrery/kernel"
-	"github.com/getorrery/orrery/protocol"
 )
 
 // handleEvents serves GET /events?session=ID[&since=N]: the session's whole
@@ -28,13 +27,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "session is missing: call GET /events?session=<id>")
 		return
 	}
-	caller := kernel.Caller{Client: q.Get("client")}
-	if draws := q.Get("draws"); draws != "" {
-		caller.Draws = strings.Split(draws, ",")
-		if err := protocol.CheckDraws(caller.Client, caller.Draws); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
+	caller, status, err := queryCaller(r)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
 	}
 	enc, err := encoderFor(q.Get("stream_mode"), q.Get("a2ui") == "1")
 	if err != nil {

@@ -19,8 +19,9 @@ import (
 // OriHistory bounds the recorded events GET /acp/ws replays on connect.
 const OriHistory = 4096
 
-// oriCaller is how an ori browser appears to the kernel: it draws consent,
-// so questions are put to it rather than failed closed.
+// oriCaller is how an ori browser that may answer consent appears to the
+// kernel: it draws consent, so questions are put to it rather than failed
+// closed.
 var oriCaller = kernel.Caller{Client: "ori", Draws: []string{protocol.DrawConsent}}
 
 // handleOri serves GET /acp/ws?session=ID: the ori relay's browser
@@ -38,12 +39,11 @@ func (s *Server) handleOri(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	c, err := s.acceptWS(w, r)
 	if err != nil {
 		s.log.Info("websocket upgrade failed", "err", err)
 		return
 	}
-	c.SetReadLimit(s.cfg.MaxMessageBytes)
 	if !s.track() {
 		c.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
@@ -53,7 +53,13 @@ func (s *Server) handleOri(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	o := &oriConn{s: s, c: c, sess: sess, pending: make(map[string]*oriPending)}
+	// An ori browser answers the agent's permission requests only when its
+	// connection earned it (see peer.mayConsent); any other watches.
+	caller := kernel.Caller{Client: "ori"}
+	if peerOf(r.Context()).mayConsent() {
+		caller = oriCaller
+	}
+	o := &oriConn{s: s, c: c, sess: sess, caller: caller, pending: make(map[string]*oriPending)}
 	err = o.serve(ctx)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), websocket.CloseStatus(err) != -1:
@@ -69,6 +75,9 @@ type oriConn struct {
 	s    *Server
 	c    *websocket.Conn
 	sess *kernel.Session // nil when the browser named no session
+	// caller is who the kernel sees: oriCaller (it draws consent) when the
+	// connection may answer consent, else a watcher.
+	caller kernel.Caller
 
 	wmu sync.Mutex // serialises writes
 
@@ -111,7 +120,7 @@ func (o *oriConn) serve(ctx context.Context) error {
 		hello["turnActive"] = o.sess.Running()
 		var zero uint64
 		var err error
-		sub, err = o.sess.SubscribeWith(ctx, kernel.SubscribeOptions{Since: &zero, Caller: oriCaller})
+		sub, err = o.sess.SubscribeWith(ctx, kernel.SubscribeOptions{Since: &zero, Caller: o.caller})
 		if err != nil {
 			return err
 		}
@@ -330,6 +339,9 @@ func (o *oriConn) answer(ctx context.Context, in oriInput) error {
 	if o.sess == nil {
 		return o.sendError(ctx, "no agent session")
 	}
+	if !o.caller.DrawsConsent() {
+		return o.sendError(ctx, "permission_response refused: "+errNoConsentRight)
+	}
 	if in.RequestID == "" || (in.OptionID == "" && !in.Cancelled) {
 		return o.sendError(ctx, "malformed message: permission_response needs requestId and optionId (or cancelled: true)")
 	}
@@ -346,7 +358,7 @@ func (o *oriConn) answer(ctx context.Context, in oriInput) error {
 			return o.sendError(ctx, "permission_response refused: this request offers no option that rejects it; answer with one of its optionIds")
 		}
 	}
-	if err := o.sess.AnswerConsent(ctx, oriCaller, in.RequestID, option); err != nil {
+	if err := o.sess.AnswerConsent(ctx, o.caller, in.RequestID, option); err != nil {
 		return o.sendError(ctx, "permission_response refused: "+err.Error())
 	}
 	return nil

@@ -71,7 +71,7 @@ func (s *Server) ServePipeListener(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			t := newPipeTransport(nc, s.cfg.MaxMessageBytes)
-			s.serveConn(ctx, t, true, true)
+			s.serveConn(ctx, t, peer{pipe: true})
 		}()
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
@@ -64,9 +65,32 @@ type Config struct {
 	// Models are the model names GET /v1/models lists besides "orrery"
 	// (the default model): the configured [models.<alias>] names.
 	Models []string
-	// OriginPatterns are the extra origins a browser WebSocket may come from
-	// (coder/websocket patterns); the server's own host is always allowed.
-	OriginPatterns []string
+	// ListenAddr is the address the server listens on (host:port). Its
+	// host is a name the server answers to; an unspecified one (0.0.0.0,
+	// [::]) or "" means every IP address of this machine.
+	ListenAddr string
+	// AllowedHosts are the names besides localhost and this machine's IP
+	// addresses that a request's Host may give: [server] allowed_hosts.
+	// "*.example.com" matches the names below example.com; "*" matches any
+	// name and gives up the defence against DNS rebinding.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins besides the server's own whose
+	// pages may call it (scheme://host[:port]): [server] allowed_origins.
+	// "*" admits every origin. Their pages never earn the right to answer
+	// consent without a token.
+	AllowedOrigins []string
+	// PageSecret is the value of the cookie that marks the server's own web
+	// client; "" makes a random one for this server. A kernel keeps it in
+	// its data dir, so that an open page stays its own across a restart.
+	PageSecret string
+	// CheckSpec decides the model or agent spec a request names (session
+	// .new, the model of /v1/chat/completions): nil accepts the default
+	// model, provider specs and the aliases in Models
+	// (models.RequestPolicy), and refuses every spec that starts a process.
+	CheckSpec func(spec string) error
+	// Roots are the directories a request's session cwd must lie in
+	// ([workspace] roots); empty refuses every cwd a request names.
+	Roots []string
 	// Hub is the kernel's event hub, which hub.* requests reach and whose
 	// client seats WebSocket and pipe connections hold; nil refuses them.
 	Hub *hub.Hub
@@ -94,6 +118,7 @@ type Server struct {
 	ctx    context.Context // ends every stream when cancelled
 	cancel context.CancelFunc
 
+	guard *guard    // the trust boundary: Host, Origin, the web client's cookie
 	seats seatTable // clients' seats on the hub
 	flush *flusher  // writes live frames for every stream and connection
 
@@ -138,16 +163,24 @@ func New(cfg Config) *Server {
 		cfg.Node, _ = os.Hostname()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.CheckSpec == nil {
+		cfg.CheckSpec = models.RequestPolicy{Aliases: cfg.Models}.Check
+	}
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval)}
+		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval)}
 	s.mux.HandleFunc("POST /run", s.handleRun)
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	page := web.New()
-	s.mux.Handle("GET /{$}", page)
+	s.mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.guard.setPageCookie(w, r)
+		page.ServeHTTP(w, r)
+	}))
 	s.mux.Handle("GET /assets/", page)
+	s.mux.HandleFunc("POST /auth", s.handleAuth)
+	s.mux.HandleFunc("DELETE /auth", s.handleSignOut)
 	s.mux.HandleFunc("GET /acp/ws", s.handleOri)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
@@ -156,25 +189,71 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler. A request from off loopback needs a
-// valid token, except GET /healthz, GET /ws (which may authenticate with
-// its hello instead) and the web client's page and assets (which hold no
-// session data, and ask for the token the other routes need).
+// ServeHTTP implements http.Handler. Every request first passes the trust
+// boundary (guard.admit): its Host must name this server, its Origin (if
+// any) must be the server's own or an allowed one, and a state change must
+// be declared JSON. Then a request from off this machine needs a valid
+// token, except GET /healthz, GET /ws (which may authenticate with its
+// hello instead), POST /auth (which checks the token it is given) and the
+// web client's page and assets (which hold no session data, and ask for
+// the token the other routes need).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && r.URL.Path != "/ws" && !isPage(r) {
-		if err := s.cfg.Tokens.Check(r); err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
-			if strings.HasPrefix(r.URL.Path, "/v1/") {
-				// OpenAI SDKs send their API key as the bearer token: a node
-				// token goes there.
-				writeOAError(w, http.StatusUnauthorized, "", "invalid_api_key", err.Error()+" (an OpenAI SDK sends it as its API key)")
-				return
-			}
-			writeError(w, http.StatusUnauthorized, err.Error())
+	p, ref := s.guard.admit(r)
+	if ref != nil {
+		s.refuse(w, r, ref)
+		return
+	}
+	if s.guard.cors(w, r) {
+		return
+	}
+	tok := auth.RequestToken(r)
+	if tok == "" {
+		tok = s.guard.cookieToken(r, p)
+	}
+	if tok != "" {
+		if t, ok := s.cfg.Tokens.Lookup(tok); ok {
+			p.token = t.ID
+		} else if !p.local && r.URL.Path != "/auth" {
+			s.unauthorized(w, r, auth.ErrBadToken)
 			return
 		}
 	}
-	s.mux.ServeHTTP(w, r)
+	if !p.local && p.token == "" && r.URL.Path != "/healthz" && r.URL.Path != "/ws" && r.URL.Path != "/auth" && !isPage(r) {
+		s.unauthorized(w, r, auth.ErrNoToken)
+		return
+	}
+	if ref := checkJSON(r); ref != nil {
+		s.refuse(w, r, ref)
+		return
+	}
+	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, p)))
+}
+
+// refuse answers a request the boundary refused, and logs it.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, ref *refusal) {
+	s.log.Info("request refused at the boundary", "method", r.Method, "path", r.URL.Path, "host", r.Host,
+		"origin", r.Header.Get("Origin"), "remote", r.RemoteAddr, "status", ref.status)
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		code := "forbidden"
+		if ref.status == http.StatusUnsupportedMediaType {
+			code = "unsupported_media_type"
+		}
+		writeOAError(w, ref.status, "", code, ref.msg)
+		return
+	}
+	writeError(w, ref.status, ref.msg)
+}
+
+// unauthorized answers a request that needs a token it lacks.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="orrery"`)
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		// OpenAI SDKs send their API key as the bearer token: a node
+		// token goes there.
+		writeOAError(w, http.StatusUnauthorized, "", "invalid_api_key", err.Error()+" (an OpenAI SDK sends it as its API key)")
+		return
+	}
+	writeError(w, http.StatusUnauthorized, err.Error())
 }
 
 // isPage reports whether r reads the web client's page or one of its

@@ -46,6 +46,10 @@ type harness struct {
 	shut     func(ctx context.Context) error
 }
 
+// allowScripts lets the tests' requests name any spec, scripted models
+// (script:PATH) among them; the default policy is tested on its own.
+var allowScripts = models.RequestPolicy{AllowCommands: true}.Check
+
 // newHarness starts a kernel (default model offline) and its server.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
@@ -70,7 +74,8 @@ func newHarness(t *testing.T) *harness {
 		st.Close()
 		t.Fatalf("kernel.Open() = %v, want nil", err)
 	}
-	srv := server.New(server.Config{Kernel: k, MaxBodyBytes: testMaxBody, KeepAlive: testKeepAlive, Logger: log})
+	// The tests name scripted models (script:PATH) in their requests.
+	srv := server.New(server.Config{Kernel: k, MaxBodyBytes: testMaxBody, KeepAlive: testKeepAlive, Logger: log, CheckSpec: allowScripts})
 	ts := httptest.NewServer(srv)
 	h := &harness{url: ts.URL, client: ts.Client(), dbPath: dbPath}
 	h.shut = func(ctx context.Context) error {
@@ -143,6 +148,10 @@ func (h *harness) send(t *testing.T, method, path string, hdr http.Header, body 
 	req, err := http.NewRequestWithContext(ctx, method, h.url+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method == http.MethodPost {
+		// A program sends its JSON as JSON; a test of other types says so.
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
@@ -1029,6 +1038,7 @@ func TestRunClientLeaves(t *testing.T) {
 	sess := h.newSession(t, writeScript(t, script.Turn{Text: chunks(400), DelayMS: 20}))
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/run", strings.NewReader(runInput(sess, "r-leave", "u-leave", "go")))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -668,6 +668,7 @@ func TestStalledReplaysDoNotBlockResume(t *testing.T) {
 	defer cancel2()
 	body := fmt.Sprintf(`{"t":"session.read","id":"r","session":%q,"since":%d}`, session, head-3)
 	req, _ = http.NewRequestWithContext(ctx2, http.MethodPost, r.url+"/control", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	start = time.Now()
 	if resp, err := r.http.Do(req); err != nil {
 		t.Errorf("session.read with %d stalled replays: %v after %v, want an answer at once", stalled, err, time.Since(start).Round(time.Millisecond))

@@ -191,6 +191,10 @@ func (r *txRig) post(tb testing.TB, base *httptest.Server, method, path string, 
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if body != "" && method == http.MethodPost {
+		// A program sends its JSON as JSON; a test of other types says so.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -50,7 +50,9 @@ func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
 	if err := k.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Kernel: k, Logger: slog.New(slog.DiscardHandler)})
+	// A host's screen names its own directory as the session's cwd: the
+	// tests' are temporary directories.
+	srv := server.New(server.Config{Kernel: k, Logger: slog.New(slog.DiscardHandler), Roots: []string{os.TempDir()}})
 	sock := filepath.Join(dir, "k.sock")
 	pl, err := server.ListenPipe(sock)
 	if err != nil {

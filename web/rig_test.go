@@ -58,6 +58,7 @@ type rig struct {
 
 	mu       sync.Mutex
 	controls []map[string]any // guarded by mu
+	urls     []string         // every request's URL, guarded by mu
 
 	// intents are the committed actions the kernel delivered to
 	// extension owners.
@@ -173,8 +174,14 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 	if r.tokens, err = auth.Open(filepath.Join(dir, "tokens.json")); err != nil {
 		t.Fatalf("auth.Open() = %v, want nil", err)
 	}
-	r.srv = server.New(server.Config{Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "web-test", KeepAlive: time.Second})
+	// The ACP test agent is named as a kernel started with --agent
+	// acp:test would define it.
+	r.srv = server.New(server.Config{Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "web-test", KeepAlive: time.Second,
+		CheckSpec: models.RequestPolicy{Defined: []string{"acp:test"}}.Check})
 	r.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.urls = append(r.urls, req.URL.String())
+		r.mu.Unlock()
 		if req.URL.Path == "/control" && req.Method == http.MethodPost {
 			body, _ := io.ReadAll(req.Body)
 			req.Body = io.NopCloser(bytes.NewReader(body))

@@ -63,13 +63,39 @@ func TestTokenEntryOffLoopback(t *testing.T) {
 	run(t, ctx, "load the page", chromedp.Navigate(r.http.URL+"/"))
 	until(t, ctx, "the token dialog is open", `document.getElementById("token-dialog").open`)
 	screenshot(t, ctx, "token", "the page served off loopback asks for a node token")
+	// A wrong token is refused in the dialog, which stays open.
+	run(t, ctx, "enter a wrong token",
+		chromedp.SetValue(chromedp.ID("token"), "orr_wrong_token"),
+		chromedp.Click(chromedp.CSS("#token-form button[type=submit]")))
+	until(t, ctx, "the dialog says the token is not valid", `document.getElementById("token-error").textContent.includes("not valid") && document.getElementById("token-dialog").open`)
 	run(t, ctx, "enter the token",
 		chromedp.SetValue(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.CSS("#token-form button[type=submit]")))
+	until(t, ctx, "the dialog closed", `!document.getElementById("token-dialog").open`)
 	run(t, ctx, "press New session", chromedp.Click(chromedp.ID("new-session")))
 	until(t, ctx, "the session is live with the token", `document.getElementById("conn").dataset.state === "live"`)
 	prompt(t, ctx, "hello")
 	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
+
+	// The token is in an HttpOnly cookie: no script, no storage and no URL
+	// holds it.
+	if got := evalJS[string](t, ctx, `JSON.stringify({ls: {...localStorage}, ss: {...sessionStorage}, cookie: document.cookie})`); strings.Contains(got, token) || strings.Contains(got, "orr_") {
+		t.Errorf("the page's storage and cookies a script can read = %s, want no token", got)
+	}
+	r.mu.Lock()
+	urls := append([]string(nil), r.urls...)
+	r.mu.Unlock()
+	for _, u := range urls {
+		if strings.Contains(u, token) || strings.Contains(u, "token=") {
+			t.Errorf("the page requested %s, want no token in a URL", u)
+		}
+	}
+	// A reload keeps the sign-in: the page does not ask again.
+	run(t, ctx, "reload the page", chromedp.Reload())
+	until(t, ctx, "the session list is live after the reload", `document.getElementById("sessions-state").dataset.state === "live"`)
+	if open := evalJS[bool](t, ctx, `document.getElementById("token-dialog").open`); open {
+		t.Errorf("after a reload the token dialog is open, want the cookie to keep the page signed in")
+	}
 }
 
 func TestGzipWeight(t *testing.T) {

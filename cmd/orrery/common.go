@@ -130,8 +130,15 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	}
 	h := hub.NewWithOptions(hub.Options{Logger: log})
 	kc.Tools = withTools(kc.Tools, subagent.TaskTool{
-		// Read when called, so an option that wraps kc.Models applies.
-		Models: func(spec string) (agent.Provider, error) { return kc.Models(spec) },
+		// Read when called, so an option that wraps kc.Models applies. A
+		// model names its sub-agent's model in a tool call, which a prompt
+		// may have steered: it may name only what a request may.
+		Models: func(spec string) (agent.Provider, error) {
+			if err := specPolicy(cfg).Check(spec); err != nil {
+				return nil, err
+			}
+			return kc.Models(spec)
+		},
 		// A sub-agent has a mailbox while it runs, and the hub releases
 		// it when the sub-agent ends.
 		OnStart: func(addr string) { _ = h.Join(addr) },

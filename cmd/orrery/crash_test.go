@@ -189,6 +189,7 @@ func (s *server) control(req map[string]any, out any) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/control", bytes.NewReader(body))
+	hr.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		s.t.Fatalf("POST /control %s: %v", body, err)

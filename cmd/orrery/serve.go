@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -106,7 +107,13 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pick another address with --listen)", cfg.Server.Listen, err)
 	}
-	srv := server.New(server.Config{
+	cwd, err := os.Getwd()
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("find the current directory, the default workspace root: %w", err)
+	}
+	sc, err := withBoundary(server.Config{
+		ListenAddr:    ln.Addr().String(),
 		Kernel:        k.kernel,
 		Hub:           k.hub,
 		MaxBodyBytes:  cfg.Server.MaxBodyBytes,
@@ -126,7 +133,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			return config.Set(path, key, value)
 		},
 		Extensions: k.extensions(),
-	})
+	}, cfg, cwd, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := server.New(sc)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	pipeErr := make(chan error, 1)

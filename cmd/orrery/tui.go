@@ -115,7 +115,7 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 				log.Error("close kernel", "err", err)
 			}
 		}()
-		srv := server.New(server.Config{
+		sc, err := withBoundary(server.Config{
 			Kernel: k.kernel, Logger: log, FlushInterval: flushInterval(cfg.Server.FlushInterval.Duration),
 			SaveConfig: func(key, value string) error {
 				path := c.common.configPath
@@ -127,7 +127,11 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 				}
 				return config.Set(path, key, value)
 			},
-		})
+		}, cfg, opts.Workspace, log)
+		if err != nil {
+			return err
+		}
+		srv := server.New(sc)
 		sock := filepath.Join(cfg.Store.Data, "tui-"+strconv.Itoa(os.Getpid())+".sock")
 		pl, err := server.ListenPipe(sock)
 		if err != nil {

@@ -16,8 +16,10 @@ const $ = (id) => document.getElementById(id);
 
 // ---- connection ----------------------------------------------------------
 
+// A node token, when the kernel needs one, lives in an HttpOnly cookie the
+// kernel sets (POST /auth): no script reads it, no URL carries it, and the
+// browser sends it with every request of this page, EventSource included.
 const conn = {
-  token: localStorage.getItem('orrery.token') || '',
   es: null, // the EventSource of the session shown
   retry: 0, // reconnect attempts since the last frame
   timer: 0,
@@ -33,7 +35,6 @@ class HTTPError extends Error {
 /** control sends one request to POST /control and returns its reply value. */
 async function control(body) {
   const headers = { 'Content-Type': 'application/json' };
-  if (conn.token) headers.Authorization = `Bearer ${conn.token}`;
   const req = { id: `r${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`, ...body };
   let res;
   try {
@@ -65,7 +66,6 @@ function connect() {
     return;
   }
   const q = new URLSearchParams({ session: view.session, client: CLIENT, draws: DRAWS, since: String(view.lastSeq), coalesce: '1' });
-  if (conn.token) q.set('token', conn.token);
   setConn('connecting', view.lastSeq > 0 ? `resuming after ${view.lastSeq}…` : 'connecting…');
   const es = new EventSource(`/events?${q}`);
   conn.es = es;
@@ -541,8 +541,7 @@ function setListState(state, words) {
 function connectLive() {
   clearTimeout(live.timer);
   live.es?.close();
-  const q = conn.token ? `?token=${encodeURIComponent(conn.token)}` : '';
-  const es = new EventSource(`/api/live${q}`);
+  const es = new EventSource('/api/live');
   let opened = false;
   live.es = es;
   setListState('connecting', 'list connecting…');
@@ -917,6 +916,28 @@ function askToken() {
   if (!d.open) d.showModal();
 }
 
+/** signIn gives the kernel a node token; it keeps it in an HttpOnly cookie. */
+async function signIn(token) {
+  const err = $('token-error');
+  err.textContent = '';
+  let res;
+  try {
+    res = await fetch('/auth', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }) });
+  } catch {
+    err.textContent = 'The kernel cannot be reached: check that it is running, then try again.';
+    return;
+  }
+  if (!res.ok) {
+    const value = await res.json().catch(() => ({}));
+    err.textContent = value.error || `The kernel answered ${res.status}.`;
+    return;
+  }
+  $('token').value = '';
+  $('token-dialog').close();
+  connectLive();
+  connect();
+}
+
 function toast(msg) {
   const t = el('div', 'toast', msg);
   t.setAttribute('role', 'status');
@@ -948,16 +969,11 @@ function start() {
     ev.preventDefault();
     $('prompt').focus();
   });
-  $('token-form').addEventListener('submit', (ev) => {
+  $('token-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
     const v = $('token').value.trim();
-    if (!v) {
-      ev.preventDefault();
-      return;
-    }
-    conn.token = v;
-    localStorage.setItem('orrery.token', v);
-    connectLive();
-    connect();
+    if (!v) return;
+    await signIn(v);
   });
   window.addEventListener('hashchange', () => {
     const id = new URLSearchParams(location.hash.slice(1)).get('session');
