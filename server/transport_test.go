@@ -80,6 +80,13 @@ type txRigOptions struct {
 	workspace string
 	// hub, if set, is the server's event hub.
 	hub *hub.Hub
+	// allowedHosts, allowedOrigins and roots are the server's boundary
+	// settings (server.Config's).
+	allowedHosts, allowedOrigins, roots []string
+	// models, if set, resolves model specs instead of txOfflineOnly, and
+	// checkSpec replaces the server's default spec policy.
+	models    func(string) (agent.Provider, error)
+	checkSpec func(string) error
 }
 
 // newTxRig starts a rig. The kernel has the offline model and no tools, so
@@ -107,7 +114,11 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 	if opts.wrapStore != nil {
 		kst = opts.wrapStore(st)
 	}
-	r.k = kernel.New(kernel.Config{Store: kst, Models: txOfflineOnly, DefaultModel: "offline", DebugActor: true, Logger: log,
+	resolve := txOfflineOnly
+	if opts.models != nil {
+		resolve = opts.models
+	}
+	r.k = kernel.New(kernel.Config{Store: kst, Models: resolve, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools: opts.tools, Workspace: tool.Workspace{Root: opts.workspace}})
 	if err := r.k.Open(context.Background()); err != nil {
 		st.Close()
@@ -136,6 +147,7 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 	r.srv = server.New(server.Config{
 		Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "rig",
 		MaxMessageBytes: txMaxMessage, PingInterval: -1, KeepAlive: time.Second, Hub: opts.hub,
+		AllowedHosts: opts.allowedHosts, AllowedOrigins: opts.allowedOrigins, Roots: opts.roots, CheckSpec: opts.checkSpec,
 	})
 	r.local = httptest.NewServer(r.srv)
 	r.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
