@@ -18,7 +18,7 @@ import (
 //
 // The TUI passes every piece of text it draws from outside through Strip,
 // so a surface can never clear the screen, write the clipboard or draw a
-// link.
+// link. Output a person reads to learn what is there uses Visible instead.
 func Strip(s string) string {
 	if isPlain(s) {
 		return s
