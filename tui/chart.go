@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -31,12 +32,12 @@ func renderChart(k *kind, w int) []string {
 	case ui.ChartGauge:
 		return chartGauge(k, w)
 	}
-	return []string{"(unknown chart " + SanitizeLine(k.ChartKind) + ")"}
+	return []string{"(unknown chart " + termtext.StripLine(k.ChartKind) + ")"}
 }
 
 func (k *kind) label(i int) string {
 	if i < len(k.Labels) {
-		return SanitizeLine(k.Labels[i])
+		return termtext.StripLine(k.Labels[i])
 	}
 	return ""
 }
@@ -47,7 +48,7 @@ func (k *kind) legend(glyphs []string, w int) []string {
 	}
 	var parts []string
 	for i, s := range k.Series {
-		parts = append(parts, seriesStyle(i).Render(glyphs[i%len(glyphs)])+" "+SanitizeLine(s.Label))
+		parts = append(parts, seriesStyle(i).Render(glyphs[i%len(glyphs)])+" "+termtext.StripLine(s.Label))
 	}
 	return wrap(strings.Join(parts, "  "), w)
 }
@@ -363,7 +364,7 @@ func chartSparkline(k *kind, w int) []string {
 	var out []string
 	for si, s := range k.Series {
 		vals := s.nums()
-		name := SanitizeLine(s.Label)
+		name := termtext.StripLine(s.Label)
 		last := ""
 		if len(vals) > 0 {
 			last = " " + formatNum(vals[len(vals)-1], k.Unit)
@@ -442,7 +443,7 @@ func chartGauge(k *kind, w int) []string {
 		m = vals[1]
 	}
 	tailText := " " + formatNum(v, k.Unit) + " / " + formatNum(m, k.Unit)
-	name := SanitizeLine(k.Series[0].Label)
+	name := termtext.StripLine(k.Series[0].Label)
 	cells := max(4, w-width(tailText))
 	out := []string{}
 	if name != "" {

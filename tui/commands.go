@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -56,14 +57,14 @@ func parseCommands(value []byte) []agentCommand {
 	var out []agentCommand
 	seen := map[string]bool{}
 	for _, c := range v.Commands {
-		c.Name = strings.TrimLeft(SanitizeLine(c.Name), "/")
+		c.Name = strings.TrimLeft(termtext.StripLine(c.Name), "/")
 		if c.Name == "" || strings.ContainsAny(c.Name, " \t") || seen[c.Name] {
 			continue
 		}
 		seen[c.Name] = true
-		c.Description = SanitizeLine(c.Description)
+		c.Description = termtext.StripLine(c.Description)
 		if c.Input != nil {
-			c.Input.Hint = SanitizeLine(c.Input.Hint)
+			c.Input.Hint = termtext.StripLine(c.Input.Hint)
 		}
 		out = append(out, c)
 	}
@@ -131,7 +132,7 @@ func (m *Model) command(line string) tea.Cmd {
 	case "/model":
 		if len(args) == 1 {
 			m.opts.Model = args[0]
-			m.notice("new sessions use " + SanitizeLine(args[0]) + "; starting one now")
+			m.notice("new sessions use " + termtext.StripLine(args[0]) + "; starting one now")
 			return m.newSessionCmd(args[0])
 		}
 		return m.summaryCmd(func(s protocol.SessionSummary) []string {
@@ -139,7 +140,7 @@ func (m *Model) command(line string) tea.Cmd {
 			if model == "" {
 				model = "the kernel's default"
 			}
-			return []string{"model: " + SanitizeLine(model) + " (/model NAME starts a session with another)"}
+			return []string{"model: " + termtext.StripLine(model) + " (/model NAME starts a session with another)"}
 		})
 	case "/cost":
 		return m.summaryCmd(func(s protocol.SessionSummary) []string {
@@ -150,7 +151,7 @@ func (m *Model) command(line string) tea.Cmd {
 		if len(m.agentCommands) > 0 {
 			what = "the commands, the agent's among them"
 		}
-		m.notice("unknown command " + SanitizeLine(f[0]) + ": /help lists " + what + "; start a line with // to send it to the agent as it is")
+		m.notice("unknown command " + termtext.StripLine(f[0]) + ": /help lists " + what + "; start a line with // to send it to the agent as it is")
 	}
 	return nil
 }
@@ -161,7 +162,7 @@ func (m *Model) summaryCmd(show func(protocol.SessionSummary) []string) tea.Cmd 
 	return func() tea.Msg {
 		list, err := cl.Sessions(ctx)
 		if err != nil {
-			return noticeMsg{"could not read the session: " + SanitizeLine(err.Error())}
+			return noticeMsg{"could not read the session: " + termtext.StripLine(err.Error())}
 		}
 		for _, s := range list {
 			if s.ID == session {
@@ -197,7 +198,7 @@ func (m *Model) UIList() []string {
 				state += ", folded into the band"
 			}
 		}
-		rows = append(rows, []string{SanitizeLine(n.ID), n.Placement, SanitizeLine(n.Owner), state})
+		rows = append(rows, []string{termtext.StripLine(n.ID), n.Placement, termtext.StripLine(n.Owner), state})
 	}
 	if len(rows) == 0 {
 		return []string{"nothing is placed now"}
@@ -236,7 +237,7 @@ func (m *Model) findNode(id string) (*node, string) {
 	}
 	switch len(found) {
 	case 0:
-		return nil, "nothing placed is called " + SanitizeLine(id) + ": /ui lists what is"
+		return nil, "nothing placed is called " + termtext.StripLine(id) + ": /ui lists what is"
 	case 1:
 		return found[0], ""
 	}
@@ -244,7 +245,7 @@ func (m *Model) findNode(id string) (*node, string) {
 	for _, n := range found {
 		names = append(names, n.Node)
 	}
-	return nil, SanitizeLine(id) + " names more than one surface: use the whole node id, one of " + SanitizeLine(strings.Join(names, ", "))
+	return nil, termtext.StripLine(id) + " names more than one surface: use the whole node id, one of " + termtext.StripLine(strings.Join(names, ", "))
 }
 
 func (m *Model) uiCommand(args []string) tea.Cmd {
@@ -255,7 +256,7 @@ func (m *Model) uiCommand(args []string) tea.Cmd {
 	need := map[string]int{"move": 3, "hide": 2, "save": 2}
 	n, ok := need[args[0]]
 	if !ok {
-		m.notice("/ui " + SanitizeLine(args[0]) + " is not a /ui command: use /ui, /ui move ID PLACEMENT, /ui hide ID or /ui save ID")
+		m.notice("/ui " + termtext.StripLine(args[0]) + " is not a /ui command: use /ui, /ui move ID PLACEMENT, /ui hide ID or /ui save ID")
 		return nil
 	}
 	if len(args) != n {
@@ -271,15 +272,15 @@ func (m *Model) uiCommand(args []string) tea.Cmd {
 	switch args[0] {
 	case "move":
 		if _, err := ui.ParsePlacement(args[2]); err != nil {
-			m.notice(SanitizeLine(err.Error()))
+			m.notice(termtext.StripLine(err.Error()))
 			return nil
 		}
 		delete(m.scr.dismissed, nd.Node)
-		return m.do("move", &protocol.UIMove{Envelope: env, Session: m.session, Node: nd.Node, Placement: args[2]}, "moved "+SanitizeLine(nd.ID)+" to "+args[2])
+		return m.do("move", &protocol.UIMove{Envelope: env, Session: m.session, Node: nd.Node, Placement: args[2]}, "moved "+termtext.StripLine(nd.ID)+" to "+args[2])
 	case "hide":
-		return m.do("hide", &protocol.UIHide{Envelope: env, Session: m.session, Node: nd.Node}, "hid "+SanitizeLine(nd.ID))
+		return m.do("hide", &protocol.UIHide{Envelope: env, Session: m.session, Node: nd.Node}, "hid "+termtext.StripLine(nd.ID))
 	default:
-		return m.do("save", &protocol.UISave{Envelope: env, Session: m.session, Node: nd.Node}, "saved the placement of "+SanitizeLine(nd.ID)+" in the config")
+		return m.do("save", &protocol.UISave{Envelope: env, Session: m.session, Node: nd.Node}, "saved the placement of "+termtext.StripLine(nd.ID)+" in the config")
 	}
 }
 
@@ -316,9 +317,9 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 		return func() tea.Msg {
 			_, err := cl.Do(ctx, &extRestart{Envelope: protocol.Envelope{T: "ext.restart"}, Session: session, Name: id})
 			if err != nil {
-				return noticeMsg{"could not restart ext:" + SanitizeLine(id) + ": " + SanitizeLine(err.Error())}
+				return noticeMsg{"could not restart ext:" + termtext.StripLine(id) + ": " + termtext.StripLine(err.Error())}
 			}
-			return noticeMsg{"restarting ext:" + SanitizeLine(id)}
+			return noticeMsg{"restarting ext:" + termtext.StripLine(id)}
 		}
 	}
 	if len(args) != 0 {
@@ -366,13 +367,13 @@ func (m *Model) extCommand(args []string) tea.Cmd {
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
-			lines = append(lines, "  ext:"+SanitizeLine(id)+"  "+SanitizeLine(owners[id]))
+			lines = append(lines, "  ext:"+termtext.StripLine(id)+"  "+termtext.StripLine(owners[id]))
 		}
 		if len(ids) == 0 {
 			lines = append(lines, "  none in this session")
 		}
 		if err != nil {
-			lines = append(lines, "  (the kernel did not list its extensions: "+SanitizeLine(err.Error())+")")
+			lines = append(lines, "  (the kernel did not list its extensions: "+termtext.StripLine(err.Error())+")")
 		}
 		return listMsg{lines}
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // composer is the multi-line input: a lineEdit with the history of what
@@ -109,7 +111,7 @@ func (c *composer) lines(w int, focused bool) []string {
 			flush()
 			continue
 		}
-		ch := SanitizeLine(g)
+		ch := termtext.StripLine(g)
 		cw := width(ch)
 		if cw == 0 {
 			ch, cw = "?", 1

@@ -9,6 +9,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 	"github.com/getorrery/orrery/ui/component"
 )
@@ -68,9 +69,9 @@ func isTextField(f formField) bool {
 // multiline field.
 func cleanField(f formField, s string) string {
 	if f.Type == "multiline" {
-		return Sanitize(s)
+		return termtext.Strip(s)
 	}
-	return SanitizeLine(s)
+	return termtext.StripLine(s)
 }
 
 // fieldLine returns the editor of a text field: its value made inert, the
@@ -104,7 +105,7 @@ func (e *edit) answerLine(k *kind) *lineEdit {
 	if e != nil {
 		c = e.answer
 	}
-	return c.line(SanitizeLine(e.typed(k)))
+	return c.line(termtext.StripLine(e.typed(k)))
 }
 
 // setAnswerLine keeps what the editor of a question's typed answer holds.
@@ -204,9 +205,9 @@ const (
 )
 
 func renderQuestion(k *kind, o renderOpts) []string {
-	out := wrap(styleBold.Render(Sanitize(k.Prompt)), o.width)
+	out := wrap(styleBold.Render(termtext.Strip(k.Prompt)), o.width)
 	if k.Detail != "" {
-		out = append(out, wrap(styleDim.Render(Sanitize(k.Detail)), o.width)...)
+		out = append(out, wrap(styleDim.Render(termtext.Strip(k.Detail)), o.width)...)
 	}
 	picked := o.edit.picks(k)
 	for i, c := range k.Choices {
@@ -220,14 +221,14 @@ func renderQuestion(k *kind, o renderOpts) []string {
 				box = "[x]"
 			}
 		}
-		line := fmt.Sprintf("%s %d. %s", box, i+1, SanitizeLine(c.Label))
+		line := fmt.Sprintf("%s %d. %s", box, i+1, termtext.StripLine(c.Label))
 		if c.Detail != "" {
-			line += " — " + SanitizeLine(c.Detail)
+			line += " — " + termtext.StripLine(c.Detail)
 		}
 		out = append(out, cursorLine(line, i == o.cursor, o.width))
 	}
 	if k.AllowText {
-		text := SanitizeLine(o.edit.typed(k))
+		text := termtext.StripLine(o.edit.typed(k))
 		switch {
 		case o.cursor == len(k.Choices):
 			l := o.edit.answerLine(k)
@@ -250,9 +251,9 @@ func renderQuestion(k *kind, o renderOpts) []string {
 func renderForm(k *kind, o renderOpts) []string {
 	var out []string
 	for i, f := range k.Fields {
-		label := SanitizeLine(f.Label)
+		label := termtext.StripLine(f.Label)
 		if label == "" {
-			label = SanitizeLine(f.Name)
+			label = termtext.StripLine(f.Name)
 		}
 		if f.Required {
 			label += " *"
@@ -269,12 +270,12 @@ func renderForm(k *kind, o renderOpts) []string {
 			out = append(out, cursorLine(label+": "+fieldText(f, o.edit, focused), focused, o.width))
 		}
 		if focused && f.Help != "" {
-			out = append(out, styleDim.Render(clip("    "+SanitizeLine(f.Help), o.width)))
+			out = append(out, styleDim.Render(clip("    "+termtext.StripLine(f.Help), o.width)))
 		}
 	}
 	submit := "Submit"
 	if k.Submit != nil && *k.Submit != "" {
-		submit = SanitizeLine(*k.Submit)
+		submit = termtext.StripLine(*k.Submit)
 	}
 	out = append(out, cursorLine("[ "+submit+" ]", o.cursor == len(k.Fields), o.width))
 	if o.cursor >= 0 {
@@ -339,9 +340,9 @@ func fieldText(f formField, e *edit, focused bool) string {
 	case "choice":
 		s, _ := v.(string)
 		if focused {
-			return "‹ " + SanitizeLine(s) + " ›"
+			return "‹ " + termtext.StripLine(s) + " ›"
 		}
-		return "[" + SanitizeLine(s) + "]"
+		return "[" + termtext.StripLine(s) + "]"
 	case "multichoice":
 		on, _ := v.([]string)
 		sub := 0
@@ -354,7 +355,7 @@ func fieldText(f formField, e *edit, focused bool) string {
 			if slices.Contains(on, c) {
 				box = "[x]"
 			}
-			p := box + " " + SanitizeLine(c)
+			p := box + " " + termtext.StripLine(c)
 			if focused && i == sub {
 				p = "‹" + p + "›"
 			}
@@ -363,9 +364,9 @@ func fieldText(f formField, e *edit, focused bool) string {
 		return strings.Join(parts, "  ")
 	}
 	s, _ := v.(string)
-	s = SanitizeLine(s)
+	s = termtext.StripLine(s)
 	if s == "" && !focused && f.Placeholder != "" {
-		return styleDim.Render("[(" + SanitizeLine(f.Placeholder) + ")]")
+		return styleDim.Render("[(" + termtext.StripLine(f.Placeholder) + ")]")
 	}
 	return "[" + s + "]"
 }
@@ -559,7 +560,7 @@ func (m *Model) pasteInto(text string) bool {
 	case root.T == ui.KindQuestion && root.AllowText && cur == len(root.Choices):
 		e := m.editOf(n)
 		l := e.answerLine(&root)
-		l.insert(SanitizeLine(text))
+		l.insert(termtext.StripLine(text))
 		e.setAnswerLine(&root, l)
 		return true
 	}
@@ -577,7 +578,7 @@ func (m *Model) submitForm(n *node, root *kind) tea.Cmd {
 		if label == "" {
 			label = f.Name
 		}
-		label = SanitizeLine(label)
+		label = termtext.StripLine(label)
 		fail := func(why string) tea.Cmd {
 			m.scr.cursor[n.Node] = i
 			m.notice(why)
@@ -673,7 +674,7 @@ func (m *Model) questionKey(n *node, root *kind, k tea.KeyPressMsg) (tea.Cmd, bo
 			if k.Text == "" {
 				return nil, false
 			}
-			l.insert(SanitizeLine(k.Text))
+			l.insert(termtext.StripLine(k.Text))
 		}
 		e.setAnswerLine(root, l)
 		return nil, true
@@ -749,7 +750,7 @@ func (m *Model) sendAnswer(n *node, root *kind) tea.Cmd {
 		if root.AllowText {
 			how += " or type an answer on the > row"
 		}
-		m.notice(SanitizeLine(n.ID) + " has no answer yet: " + how + ", then Enter")
+		m.notice(termtext.StripLine(n.ID) + " has no answer yet: " + how + ", then Enter")
 		return nil
 	}
 	if _, ok := n.Actions[component.EventSubmit]; ok || n.Actions[component.EventSelect] == "" {
@@ -776,16 +777,16 @@ func (m *Model) commit(n *node, event string, value any) tea.Cmd {
 	action, ok := n.Actions[event]
 	if !ok {
 		if len(n.Actions) == 0 {
-			m.notice(SanitizeLine(n.ID) + " is a surface, not a component, so nothing would hear its " + event + ": its owner must place it as a component whose root declares on." + event)
+			m.notice(termtext.StripLine(n.ID) + " is a surface, not a component, so nothing would hear its " + event + ": its owner must place it as a component whose root declares on." + event)
 		} else {
-			m.notice(SanitizeLine(n.ID) + " takes no " + event + ": its component's root declares on." + event + " for that")
+			m.notice(termtext.StripLine(n.ID) + " takes no " + event + ": its component's root declares on." + event + " for that")
 		}
 		return nil
 	}
 	if n.Stopped {
 		ext, _ := n.ext()
-		m.notice(SanitizeLine(n.Owner) + " is stopped, so nothing would hear this: run /ext restart " + SanitizeLine(ext))
+		m.notice(termtext.StripLine(n.Owner) + " is stopped, so nothing would hear this: run /ext restart " + termtext.StripLine(ext))
 		return nil
 	}
-	return m.intent(n, action, value, fmt.Sprintf("sent %s to %s", action, SanitizeLine(n.Owner)))
+	return m.intent(n, action, value, fmt.Sprintf("sent %s to %s", action, termtext.StripLine(n.Owner)))
 }

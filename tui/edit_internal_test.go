@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // FuzzParseCommands checks that any orrery.commands value gives commands
@@ -18,7 +20,7 @@ func FuzzParseCommands(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		seen := map[string]bool{}
 		for _, c := range parseCommands([]byte(value)) {
-			if c.Name == "" || strings.ContainsAny(c.Name, " \t\n") || strings.HasPrefix(c.Name, "/") || Sanitize(c.Name) != c.Name {
+			if c.Name == "" || strings.ContainsAny(c.Name, " \t\n") || strings.HasPrefix(c.Name, "/") || termtext.Strip(c.Name) != c.Name {
 				t.Fatalf("parseCommands(%q) kept the name %q", value, c.Name)
 			}
 			if seen[c.Name] {
@@ -26,7 +28,7 @@ func FuzzParseCommands(f *testing.F) {
 			}
 			seen[c.Name] = true
 			line := c.describe()
-			if Sanitize(line) != line || strings.Contains(line, "\n") {
+			if termtext.Strip(line) != line || strings.Contains(line, "\n") {
 				t.Fatalf("describe() = %q holds what the terminal would act on", line)
 			}
 		}

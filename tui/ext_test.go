@@ -7,7 +7,7 @@ import (
 
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
-	"github.com/getorrery/orrery/tui"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -44,7 +44,7 @@ func TestExtCommands(t *testing.T) {
 	l.press(keyEnter)
 	want := []string{"extensions:", "ext:ci  placed something here", "ext:dead  stopped (/ext restart dead)"}
 	if listErr != nil {
-		want = append(want, "(the kernel did not list its extensions: "+tui.SanitizeLine(listErr.Error())[:40])
+		want = append(want, "(the kernel did not list its extensions: "+termtext.StripLine(listErr.Error())[:40])
 	}
 	l.until("the /ext list", contains(want...))
 
@@ -57,7 +57,7 @@ func TestExtCommands(t *testing.T) {
 	l.typeText("/ext restart dead")
 	l.press(keyEnter)
 	if restartErr != nil {
-		l.until("the kernel's refusal", contains("could not restart ext:dead: "+tui.SanitizeLine(restartErr.Error())[:40]))
+		l.until("the kernel's refusal", contains("could not restart ext:dead: "+termtext.StripLine(restartErr.Error())[:40]))
 	} else {
 		l.until("the restart", contains("restarting ext:dead"))
 	}

@@ -7,6 +7,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // workspaceFiles is the workspace.files request: the files of the
@@ -60,7 +61,7 @@ func (m *Model) remoteFilesCmd(word string, start int) tea.Cmd {
 // person has typed on since.
 func (m *Model) completeFiles(msg filesMsg) {
 	if msg.err != nil {
-		m.notice("the kernel lists no workspace files (" + SanitizeLine(msg.err.Error()) + "): type the path yourself; the agent reads it from the kernel's workspace")
+		m.notice("the kernel lists no workspace files (" + termtext.StripLine(msg.err.Error()) + "): type the path yourself; the agent reads it from the kernel's workspace")
 		return
 	}
 	if word, start := m.input.currentWord(); word != msg.word || start != msg.start {
@@ -68,13 +69,13 @@ func (m *Model) completeFiles(msg filesMsg) {
 	}
 	files := make([]string, 0, len(msg.files))
 	for _, f := range msg.files {
-		if f = SanitizeLine(f); f != "" && !strings.ContainsAny(f, " \t") {
+		if f = termtext.StripLine(f); f != "" && !strings.ContainsAny(f, " \t") {
 			files = append(files, f)
 		}
 	}
 	switch {
 	case len(files) == 0:
-		m.notice("no file of the kernel's workspace matches " + SanitizeLine(msg.word))
+		m.notice("no file of the kernel's workspace matches " + termtext.StripLine(msg.word))
 		return
 	case len(files) == 1:
 		m.input.replaceWord(msg.start, "@"+files[0])

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/tui"
 )
 
@@ -41,7 +42,7 @@ func TestMentionAttachedElsewhere(t *testing.T) {
 	l.typeText("read @no")
 	l.press(tea.KeyPressMsg{Code: tea.KeyTab})
 	if listErr != nil {
-		l.until("the kernel's refusal", contains("the kernel lists no workspace files ("+tui.SanitizeLine(listErr.Error())[:30]))
+		l.until("the kernel's refusal", contains("the kernel lists no workspace files ("+termtext.StripLine(listErr.Error())[:30]))
 		if strings.Contains(l.m.Screen(), "@notes.txt") {
 			t.Fatal("Tab completed a local file though the kernel is elsewhere")
 		}

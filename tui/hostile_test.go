@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/getorrery/orrery/tui"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -58,44 +57,4 @@ func TestHostileSurfacesDrawInert(t *testing.T) {
 			t.Errorf("Screen() lost the text after the sequences:\n%s", plain)
 		}
 	}
-}
-
-func TestSanitize(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"plain\ttext\n", "plain\ttext\n"},
-		{"\x1b[2Jclear", "clear"},
-		{"a\x1b]52;c;ZXZpbA==\x07b", "ab"},
-		{"a\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\b", "alinkb"},
-		{"\u202egnp.exe", "gnp.exe"},
-		{"\u2066iso\u2069", "iso"},
-		{"c1\u009b31m", "c131m"},
-		{"bell\x07 del\x7f nul\x00", "bell del nul"},
-		{"progress 10%\rprogress 90%", "progress 90%"},
-		{"crlf\r\nnext", "crlf\nnext"},
-		{"cut \x1b[", "cut "},
-		{"bad \xff utf8", "bad \uFFFD utf8"},
-		{"héllo wörld ✓", "héllo wörld ✓"},
-	} {
-		if got := tui.Sanitize(c.in); got != c.want {
-			t.Errorf("Sanitize(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-func FuzzSanitize(f *testing.F) {
-	f.Add(hostile)
-	f.Add("plain")
-	f.Add("\x1b[31mred\x1b[0m")
-	f.Add("\x1b]52;c;")
-	f.Fuzz(func(t *testing.T, s string) {
-		out := tui.Sanitize(s)
-		for i, r := range out {
-			if r == 0x1b || r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
-				t.Fatalf("Sanitize(%q) kept %U at %d", s, r, i)
-			}
-		}
-		if again := tui.Sanitize(out); again != out {
-			t.Fatalf("Sanitize is not idempotent on %q: %q then %q", s, out, again)
-		}
-	})
 }

@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // Names of the CUSTOM events of a question the kernel puts to the person
@@ -52,7 +53,7 @@ func (m *Model) askInput(value json.RawMessage) {
 		}
 	}
 	if q.InputKind != "choice" && q.InputKind != "confirm" && q.DefaultValue != "" && len(m.input.buf) == 0 {
-		m.input.set(SanitizeLine(q.DefaultValue))
+		m.input.set(termtext.StripLine(q.DefaultValue))
 	}
 	m.scr.focus = ""
 }
@@ -68,9 +69,9 @@ func (m *Model) inputResolved(value json.RawMessage) {
 		return
 	}
 	m.scr.question = nil
-	text := "question " + SanitizeLine(r.Outcome)
+	text := "question " + termtext.StripLine(r.Outcome)
 	if r.Value != "" {
-		text += ": " + SanitizeLine(r.Value)
+		text += ": " + termtext.StripLine(r.Value)
 	}
 	m.notice(text)
 }
@@ -115,7 +116,7 @@ func (m *Model) inputKey(s string) (tea.Cmd, bool) {
 func (m *Model) answerInput(value string) tea.Cmd {
 	q := m.scr.question
 	req := &inputAnswer{Envelope: protocol.Envelope{T: "input.answer"}, Session: m.session, Request: q.Request, Value: value}
-	return m.do("answer", req, "answered "+SanitizeLine(value))
+	return m.do("answer", req, "answered "+termtext.StripLine(value))
 }
 
 // drawQuestion draws the pending question in the host's own style, as
@@ -125,12 +126,12 @@ func (s *screen) drawQuestion(w int) []string {
 	if q == nil {
 		return nil
 	}
-	out := []string{hostConsent.Render(fit(" ? QUESTION · the agent asks: "+SanitizeLine(q.Prompt), w))}
+	out := []string{hostConsent.Render(fit(" ? QUESTION · the agent asks: "+termtext.StripLine(q.Prompt), w))}
 	switch q.InputKind {
 	case "choice":
 		var opts []string
 		for i, c := range q.Choices {
-			label := fmt.Sprintf("[%d] %s", i+1, SanitizeLine(c))
+			label := fmt.Sprintf("[%d] %s", i+1, termtext.StripLine(c))
 			if i == s.questionChoice {
 				label = hostConsent.Render("❯ " + label)
 			} else {

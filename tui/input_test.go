@@ -8,7 +8,7 @@ import (
 
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
-	"github.com/getorrery/orrery/tui"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // TestKernelQuestion draws the questions the kernel puts to the person
@@ -42,7 +42,7 @@ func TestKernelQuestion(t *testing.T) {
 	reply := func(request, value string) string {
 		_, err := l.cl.Do(context.Background(), &inputAnswer{Envelope: protocol.Envelope{T: "input.answer"}, Session: id, Request: request, Value: value})
 		if err != nil {
-			return "answer: " + tui.SanitizeLine(err.Error())[:30]
+			return "answer: " + termtext.StripLine(err.Error())[:30]
 		}
 		return "answered " + value
 	}

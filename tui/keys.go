@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui/component"
 )
 
@@ -166,7 +167,7 @@ func (m *Model) focusKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	case "esc", "x", "delete":
 		m.scr.dismissed[n.Node] = true
 		m.scr.focus = ""
-		m.notice("dismissed " + SanitizeLine(n.ID) + " on this screen (/ui lists it; another client still draws it)")
+		m.notice("dismissed " + termtext.StripLine(n.ID) + " on this screen (/ui lists it; another client still draws it)")
 		return nil, true
 	case "up", "k":
 		m.scr.cursor[n.Node] = max(0, m.scr.cursor[n.Node]-1)
@@ -213,16 +214,16 @@ func (m *Model) activate(n *node) tea.Cmd {
 				action = a
 			}
 		} else {
-			m.notice(SanitizeLine(n.ID) + " takes no " + event + " here")
+			m.notice(termtext.StripLine(n.ID) + " takes no " + event + " here")
 			return nil
 		}
 	}
 	if n.Stopped {
 		e, _ := n.ext()
-		m.notice(SanitizeLine(n.Owner) + " is stopped, so nothing would hear this: run /ext restart " + SanitizeLine(e))
+		m.notice(termtext.StripLine(n.Owner) + " is stopped, so nothing would hear this: run /ext restart " + termtext.StripLine(e))
 		return nil
 	}
-	return m.intent(n, action, value, fmt.Sprintf("sent %s to %s", action, SanitizeLine(n.Owner)))
+	return m.intent(n, action, value, fmt.Sprintf("sent %s to %s", action, termtext.StripLine(n.Owner)))
 }
 
 // uiIntent is the ui.intent request: a committed action on a placed node.
@@ -247,14 +248,14 @@ func (m *Model) intent(n *node, action string, value any, ok string) tea.Cmd {
 // own screen. Attached to a kernel elsewhere it only names the target.
 func (m *Model) openLink(n *node, href string) tea.Cmd {
 	if _, err := component.CheckHref(href); err != nil {
-		m.notice(SanitizeLine(err.Error()))
+		m.notice(termtext.StripLine(err.Error()))
 		return nil
 	}
 	if !m.opts.Host {
-		m.notice("link " + SanitizeLine(href) + ": this screen is attached to a kernel elsewhere, which never opens links; open it yourself")
+		m.notice("link " + termtext.StripLine(href) + ": this screen is attached to a kernel elsewhere, which never opens links; open it yourself")
 		return nil
 	}
-	return m.intent(n, "open", href, "asked the host to open "+SanitizeLine(href))
+	return m.intent(n, "open", href, "asked the host to open "+termtext.StripLine(href))
 }
 
 // composerKey edits the composer, sends on Enter and runs commands.
@@ -374,7 +375,7 @@ func (m *Model) submit() tea.Cmd {
 	for _, p := range mentions(root, text) {
 		data, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
-			m.notice("could not attach @" + SanitizeLine(p) + ": " + SanitizeLine(err.Error()))
+			m.notice("could not attach @" + termtext.StripLine(p) + ": " + termtext.StripLine(err.Error()))
 			continue
 		}
 		if len(data) > maxAttachmentBytes {
@@ -405,12 +406,12 @@ func (m *Model) submit() tea.Cmd {
 			}
 		}
 		if err != nil {
-			return noticeMsg{"could not send: " + SanitizeLine(err.Error())}
+			return noticeMsg{"could not send: " + termtext.StripLine(err.Error())}
 		}
 		if len(skipped) > 0 {
 			// Sent; the words that name no file of the kernel's workspace
 			// went as text.
-			return sentMsg{reply: reply, notice: "@" + SanitizeLine(strings.Join(skipped, ", @")) + " names no file of the kernel's workspace, so it went as text, not attached"}
+			return sentMsg{reply: reply, notice: "@" + termtext.StripLine(strings.Join(skipped, ", @")) + " names no file of the kernel's workspace, so it went as text, not attached"}
 		}
 		return sentMsg{reply: reply}
 	}

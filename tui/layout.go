@@ -3,6 +3,7 @@ package tui
 import (
 	"strings"
 
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -99,7 +100,7 @@ func box(title, owner string, content []string, w, h int, focused, dim bool) []s
 			c = content[i]
 		}
 		if dim {
-			c = styleDim.Render(Sanitize(c))
+			c = styleDim.Render(termtext.Strip(c))
 		}
 		out = append(out, vt+" "+fit(c, inner-2)+" "+vt)
 	}
@@ -135,13 +136,13 @@ func ownerLabel(n *node) string {
 	if n.Owner == string(ui.OwnerHost) {
 		return "host"
 	}
-	return SanitizeLine(n.Owner)
+	return termtext.StripLine(n.Owner)
 }
 
 // oneLineOf is a node's first meaningful line of text, for a band row.
 func oneLineOf(n *node, w int, md *markdown) string {
 	if n.Err != "" && len(n.Surface) == 0 {
-		return "(" + SanitizeLine(n.Err) + ")"
+		return "(" + termtext.StripLine(n.Err) + ")"
 	}
 	lines := renderSurface(n.Surface, renderOpts{width: max(1, w), cursor: -1, md: nil})
 	parts := make([]string, 0, 3)

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/clipperhouse/uax29/v2/graphemes"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // lineEdit is a text being typed, with a cursor between two of its
@@ -239,7 +241,7 @@ type cell struct {
 }
 
 // cells splits the text at the boundaries b into what view draws: each
-// grapheme through SanitizeLine, one that would draw as nothing (a
+// grapheme through termtext.StripLine, one that would draw as nothing (a
 // control, a lone joiner) as "?".
 func (l *lineEdit) cells(b []int) []cell {
 	out := make([]cell, 0, len(b))
@@ -248,7 +250,7 @@ func (l *lineEdit) cells(b []int) []cell {
 			out = append(out, cell{string(r), 1}) // printable ASCII: as it is
 			continue
 		}
-		s := SanitizeLine(string(l.buf[b[k]:b[k+1]]))
+		s := termtext.StripLine(string(l.buf[b[k]:b[k+1]]))
 		w := width(s)
 		if w == 0 {
 			s, w = "?", 1
@@ -263,7 +265,7 @@ func (l *lineEdit) cells(b []int) []cell {
 // reversed space at the end) when focused. It keeps the scroll offset for
 // the next draw, so the text moves only when the cursor would leave the
 // field. Newlines and tabs are drawn as spaces, and every grapheme passes
-// through SanitizeLine.
+// through termtext.StripLine.
 func (l *lineEdit) view(w int, focused bool) string {
 	w = max(1, w)
 	l.snap()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // marked writes the editor's text with a | where the cursor is.
@@ -33,7 +35,7 @@ func reversedCells(s string) string {
 			i++
 			continue
 		}
-		end := skipEscape(s, i)
+		end := termtext.SequenceEnd(s, i)
 		if seq := s[i:end]; strings.HasPrefix(seq, "\x1b[") && strings.HasSuffix(seq, "m") {
 			for _, p := range strings.Split(seq[2:len(seq)-1], ";") {
 				switch p {

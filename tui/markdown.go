@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"charm.land/glamour/v2"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // markdown renders Markdown with glamour, one renderer per width, and
@@ -72,4 +74,43 @@ func (m *markdown) render(src string, w int) []string {
 }
 
 // stripSGR removes every escape sequence.
-func stripSGR(s string) string { return Sanitize(s) }
+func stripSGR(s string) string { return termtext.Strip(s) }
+
+// keepSGR removes every escape sequence from s except SGR (CSI … m), the
+// colours and attributes the TUI itself styles with. Renderers that produce
+// styled text from sanitized input (markdown) pass through it, so that not
+// even a library's output can carry a link, a title or a clipboard write.
+func keepSGR(s string) string {
+	if !strings.Contains(s, "\x1b") && !strings.ContainsAny(s, "\a") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0x07 {
+			i++
+			continue
+		}
+		if c != 0x1b {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		end := termtext.SequenceEnd(s, i)
+		if i+1 < len(s) && s[i+1] == '[' && end > i+2 && s[end-1] == 'm' && isSGRParams(s[i+2:end-1]) {
+			b.WriteString(s[i:end])
+		}
+		i = end
+	}
+	return b.String()
+}
+
+func isSGRParams(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if (p[i] < '0' || p[i] > '9') && p[i] != ';' && p[i] != ':' {
+			return false
+		}
+	}
+	return true
+}

@@ -7,7 +7,7 @@
 // It talks to a kernel only through the Go client (package client): it
 // attaches to a session, folds its frames into a client.State and draws
 // what the state holds. Every piece of text from an agent, an extension or a
-// tool passes through Sanitize before it is drawn.
+// tool passes through termtext.Strip before it is drawn.
 package tui
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // FrameInterval is the shortest time between two draws of new frames: a
@@ -364,7 +365,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case feedErrMsg:
-		m.notice("the connection to the kernel is lost (" + SanitizeLine(msg.err.Error()) + "): restart orrery to reconnect")
+		m.notice("the connection to the kernel is lost (" + termtext.StripLine(msg.err.Error()) + "): restart orrery to reconnect")
 		return m, nil
 	case tea.PasteMsg:
 		if m.scr.focus != "" && m.pasteInto(msg.Content) {
@@ -398,7 +399,7 @@ func (m *Model) View() tea.View {
 // removed. Tests compare it.
 func (m *Model) Screen() string {
 	m.scr.input = m.input.lines(max(1, m.scr.width-2), m.scr.focus == "" && m.scr.picker == nil && m.scr.consent == nil)
-	return Sanitize(m.scr.draw())
+	return termtext.Strip(m.scr.draw())
 }
 
 // resetSession empties what the model holds for a new session.
@@ -481,7 +482,7 @@ func (m *Model) apply() {
 			}
 		case *protocol.RunError:
 			m.runEnded()
-			m.notice("the run failed: " + SanitizeLine(e.Message))
+			m.notice("the run failed: " + termtext.StripLine(e.Message))
 		case *protocol.TextMessageStart:
 			m.scr.streaming = e.MessageID
 		case *protocol.TextMessageContent:
@@ -546,7 +547,7 @@ func (m *Model) custom(e *protocol.Custom) {
 		}
 		if json.Unmarshal(e.Value, &r) == nil && m.scr.consent != nil && m.scr.consent.Request == r.Request {
 			m.scr.consent = nil
-			m.notice("consent " + SanitizeLine(r.Outcome))
+			m.notice("consent " + termtext.StripLine(r.Outcome))
 		}
 	case "orrery.notice":
 		var n struct {
@@ -565,7 +566,7 @@ func (m *Model) custom(e *protocol.Custom) {
 					delete(m.stopped, n.Ext)
 				}
 			}
-			m.notice(SanitizeLine(who) + ": " + SanitizeLine(n.Text))
+			m.notice(termtext.StripLine(who) + ": " + termtext.StripLine(n.Text))
 		}
 	}
 }
@@ -625,7 +626,7 @@ func (m *Model) attachCmd(session string) tea.Cmd {
 		st, err := cl.Attach(sctx, session, &since)
 		if err != nil {
 			cancel()
-			return noticeMsg{"could not open session " + session + ": " + SanitizeLine(err.Error())}
+			return noticeMsg{"could not open session " + session + ": " + termtext.StripLine(err.Error())}
 		}
 		return attachedMsg{session: session, feed: &feed{gen: nextGen(), stream: st, cancel: cancel}}
 	}
@@ -643,7 +644,7 @@ func (m *Model) newSessionCmd(model string) tea.Cmd {
 	return func() tea.Msg {
 		id, err := cl.NewSession(ctx, protocol.SessionNew{Cwd: cwd, Model: model})
 		if err != nil {
-			return noticeMsg{"could not start a session: " + SanitizeLine(err.Error())}
+			return noticeMsg{"could not start a session: " + termtext.StripLine(err.Error())}
 		}
 		return m.attachCmd(id)()
 	}
@@ -655,7 +656,7 @@ func (m *Model) sessionsCmd() tea.Cmd {
 	return func() tea.Msg {
 		list, err := cl.Sessions(ctx)
 		if err != nil {
-			return noticeMsg{"could not list the sessions: " + SanitizeLine(err.Error())}
+			return noticeMsg{"could not list the sessions: " + termtext.StripLine(err.Error())}
 		}
 		return sessionsMsg{list: list}
 	}
@@ -667,7 +668,7 @@ func (m *Model) do(what string, req protocol.Request, ok string) tea.Cmd {
 	ctx := m.ctx
 	return func() tea.Msg {
 		if _, err := cl.Do(ctx, req); err != nil {
-			return noticeMsg{what + ": " + SanitizeLine(err.Error())}
+			return noticeMsg{what + ": " + termtext.StripLine(err.Error())}
 		}
 		if ok == "" {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // picker chooses a session to resume.
@@ -41,7 +42,7 @@ func (p *picker) draw(w int) []string {
 		if s.Running {
 			state = "running"
 		}
-		line := fmt.Sprintf("%s  %s  %s  %d frames  $%.4f  %s", SanitizeLine(s.ID), SanitizeLine(s.Created), state, s.Head, float64(s.MicroUSD)/1e6, SanitizeLine(s.Title))
+		line := fmt.Sprintf("%s  %s  %s  %d frames  $%.4f  %s", termtext.StripLine(s.ID), termtext.StripLine(s.Created), state, s.Head, float64(s.MicroUSD)/1e6, termtext.StripLine(s.Title))
 		if i == p.at {
 			line = styleCursor.Render("❯ " + clip(line, w-2))
 		} else {

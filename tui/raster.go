@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"charm.land/lipgloss/v2"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // Raster limits: a raster is drawn in at most 64×32 cells.
@@ -62,12 +64,12 @@ func renderRaster(k *kind, w int) []string {
 		sort.Strings(keys)
 		var parts []string
 		for _, key := range keys {
-			parts = append(parts, SanitizeLine(key)+" "+SanitizeLine(k.Legend[key]))
+			parts = append(parts, termtext.StripLine(key)+" "+termtext.StripLine(k.Legend[key]))
 		}
 		out = append(out, wrap(strings.Join(parts, "  "), w)...)
 	}
 	if k.Alt != "" {
-		out = append(out, styleDim.Render(clip(SanitizeLine(k.Alt), w)))
+		out = append(out, styleDim.Render(clip(termtext.StripLine(k.Alt), w)))
 	}
 	return out
 }

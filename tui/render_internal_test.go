@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 var updateRender = flag.Bool("update-render", false, "rewrite the renderer golden files")
@@ -40,7 +42,7 @@ func TestRenderKinds(t *testing.T) {
 					t.Errorf("line %d is %d cells wide, over %d: %q", i, n, w, l)
 				}
 			}
-			got := Sanitize(strings.Join(lines, "\n"))
+			got := termtext.Strip(strings.Join(lines, "\n"))
 			if strings.TrimSpace(got) == "" && !strings.HasSuffix(name, "-empty") {
 				t.Fatal("renderSurface drew nothing")
 			}

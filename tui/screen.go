@@ -9,6 +9,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -220,14 +221,14 @@ func (s *screen) rows(nodes []*node, w, maxRows int, what string) []string {
 		if n.Node == s.focus {
 			mark = "▶"
 		}
-		head := mark + " " + SanitizeLine(n.Title) + " [" + ownerLabel(n) + "] "
+		head := mark + " " + termtext.StripLine(n.Title) + " [" + ownerLabel(n) + "] "
 		if n.Stopped {
-			head = mark + " " + SanitizeLine(n.Title) + " [" + ownerLabel(n) + " stopped: /ext restart " + strings.TrimPrefix(n.Owner, "ext:") + "] "
+			head = mark + " " + termtext.StripLine(n.Title) + " [" + ownerLabel(n) + " stopped: /ext restart " + strings.TrimPrefix(n.Owner, "ext:") + "] "
 		}
 		body := oneLineOf(n, w, s.md)
 		line := fit(head+body, w)
 		if n.Stopped {
-			line = styleDim.Render(Sanitize(line))
+			line = styleDim.Render(termtext.Strip(line))
 		} else if n.Node == s.focus {
 			line = styleBold.Render(line)
 		}
@@ -252,7 +253,7 @@ func (s *screen) drawPane(nodes []*node, w, h, row0, col0 int) []string {
 			bh = h - len(out)
 		}
 		nd := nodes[i]
-		title := SanitizeLine(nd.Title)
+		title := termtext.StripLine(nd.Title)
 		if i == n-1 && n < len(nodes) {
 			title += fmt.Sprintf(" (+%d more)", len(nodes)-n)
 		}
@@ -309,13 +310,13 @@ func (s *screen) drawNodeFresh(n *node, w, h, cur int, e *edit) []string {
 	var lines []string
 	if n.Stopped && !isStoppedSurface(n.Surface) {
 		e, _ := n.ext()
-		lines = append(lines, "stopped: /ext restart "+SanitizeLine(e))
+		lines = append(lines, "stopped: /ext restart "+termtext.StripLine(e))
 	}
 	if len(n.Surface) > 0 {
 		lines = append(lines, renderSurface(n.Surface, renderOpts{width: w, height: h, cursor: cur, md: s.md, graphics: s.graphics, edit: e})...)
 	}
 	if n.Err != "" {
-		lines = append(lines, wrap(styleNotice.Render("! "+SanitizeLine(n.Err)), w)...)
+		lines = append(lines, wrap(styleNotice.Render("! "+termtext.StripLine(n.Err)), w)...)
 	}
 	if h > 0 && len(lines) > h {
 		lines = lines[:h]
@@ -330,18 +331,18 @@ func (s *screen) drawConsent(w int) []string {
 	if c == nil {
 		return nil
 	}
-	what := SanitizeLine(c.Tool)
+	what := termtext.StripLine(c.Tool)
 	if c.Subject != "" {
-		what += "(" + SanitizeLine(c.Subject) + ")"
+		what += "(" + termtext.StripLine(c.Subject) + ")"
 	}
 	out := []string{hostConsent.Render(fit(" ⚠ CONSENT · orrery asks: allow "+what+"?", w))}
 	if c.Rule != "" {
-		out = append(out, styleDim.Render(fit("   asked because of "+SanitizeLine(c.Rule), w)))
+		out = append(out, styleDim.Render(fit("   asked because of "+termtext.StripLine(c.Rule), w)))
 	}
 	var opts []string
 	for i, o := range c.Options {
 		key := consentKey(o.ID)
-		label := "[" + key + "] " + SanitizeLine(o.Label)
+		label := "[" + key + "] " + termtext.StripLine(o.Label)
 		if i == s.consentChoice {
 			label = hostConsent.Render("❯ " + label)
 		} else {
@@ -398,7 +399,7 @@ func (s *screen) drawThread(w, h int) []string {
 		lines = s.threadLines(inner)
 		for _, n := range s.visible(string(ui.Inline)) {
 			content := s.drawNode(n, inner-4, 0)
-			lines = append(lines, box(SanitizeLine(n.Title), ownerLabel(n), content, inner, len(content)+2, n.Node == s.focus, n.Stopped)...)
+			lines = append(lines, box(termtext.StripLine(n.Title), ownerLabel(n), content, inner, len(content)+2, n.Node == s.focus, n.Stopped)...)
 		}
 		if len(s.list) > 0 {
 			lines = append(lines, "")
@@ -442,7 +443,7 @@ func (s *screen) threadLines(w int) []string {
 	for _, m := range s.messages {
 		switch m.Role {
 		case protocol.RoleUser:
-			text := Sanitize(m.Content.String())
+			text := termtext.Strip(m.Content.String())
 			out = append(out, "")
 			for i, l := range wrap(text, w-2) {
 				p := "› "
@@ -461,7 +462,7 @@ func (s *screen) threadLines(w int) []string {
 				out = append(out, s.toolCallLines(c, results, w)...)
 			}
 		case protocol.RoleReasoning:
-			text := SanitizeLine(m.Content.String())
+			text := termtext.StripLine(m.Content.String())
 			if text != "" {
 				out = append(out, styleDim.Render(clip("∴ "+text, w)))
 			}
@@ -478,9 +479,9 @@ func (s *screen) assistantLines(id, text string, w int) []string {
 	}
 	var lines []string
 	if id == s.streaming {
-		lines = wrap(Sanitize(text), w)
+		lines = wrap(termtext.Strip(text), w)
 	} else {
-		lines = s.md.render(Sanitize(text), w)
+		lines = s.md.render(termtext.Strip(text), w)
 	}
 	s.thread.lines[id] = cachedLines{n: len(text), lines: lines}
 	return lines
@@ -489,13 +490,13 @@ func (s *screen) assistantLines(id, text string, w int) []string {
 // toolCallLines draws a tool call and its result: the surface that shows
 // it (a shell's streamed output) or the result's text, at most 8 lines.
 func (s *screen) toolCallLines(c protocol.ToolCall, results map[string]string, w int) []string {
-	args := SanitizeLine(c.Function.Arguments)
-	out := []string{clip("⚙ "+styleBold.Render(SanitizeLine(c.Function.Name))+" "+styleDim.Render(args), w)}
+	args := termtext.StripLine(c.Function.Arguments)
+	out := []string{clip("⚙ "+styleBold.Render(termtext.StripLine(c.Function.Name))+" "+styleDim.Render(args), w)}
 	var body []string
 	if sf, ok := s.surfaces[c.ID]; ok {
 		body = renderSurface(sf, renderOpts{width: w - 4, height: 8, cursor: -1, md: s.md})
 	} else if r, ok := results[c.ID]; ok {
-		body = wrap(Sanitize(r), w-4)
+		body = wrap(termtext.Strip(r), w-4)
 	}
 	if len(body) > 8 {
 		body = append(body[:7], styleDim.Render(fmt.Sprintf("… %d more lines", len(body)-7)))

@@ -9,6 +9,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui"
 )
 
@@ -225,20 +226,20 @@ func renderSurface(raw json.RawMessage, o renderOpts) []string {
 func textForm(raw json.RawMessage, w int) []string {
 	t, err := ui.Text(raw)
 	if err != nil {
-		return []string{styleDim.Render(clip("(this surface cannot be drawn: "+SanitizeLine(err.Error())+")", w))}
+		return []string{styleDim.Render(clip("(this surface cannot be drawn: "+termtext.StripLine(err.Error())+")", w))}
 	}
-	return wrap(Sanitize(t), w)
+	return wrap(termtext.Strip(t), w)
 }
 
 func renderKind(k *kind, o renderOpts) []string {
 	w := o.width
 	switch k.T {
 	case ui.KindText:
-		return wrap(Sanitize(k.strValue()), w)
+		return wrap(termtext.Strip(k.strValue()), w)
 	case ui.KindMarkdown:
-		return o.md.render(Sanitize(k.strValue()), w)
+		return o.md.render(termtext.Strip(k.strValue()), w)
 	case ui.KindStream:
-		lines := wrap(Sanitize(k.strValue()+strings.Join(k.Chunks, "")), w)
+		lines := wrap(termtext.Strip(k.strValue()+strings.Join(k.Chunks, "")), w)
 		if o.height > 0 {
 			lines = tail(lines, o.height) // a stream follows its end
 		}
@@ -279,7 +280,7 @@ func renderKind(k *kind, o renderOpts) []string {
 			// The image is drawn over these cells by the terminal.
 			return blank(w, max(1, o.height))
 		}
-		return wrap("[image: "+SanitizeLine(k.Alt)+"]", w)
+		return wrap("[image: "+termtext.StripLine(k.Alt)+"]", w)
 	}
 	raw, _ := json.Marshal(surface{Kind: *k})
 	return textForm(raw, w)
@@ -288,9 +289,9 @@ func renderKind(k *kind, o renderOpts) []string {
 func renderDiff(k *kind, w int) []string {
 	var out []string
 	if k.Path != "" {
-		out = append(out, styleBold.Render(SanitizeLine(k.Path)))
+		out = append(out, styleBold.Render(termtext.StripLine(k.Path)))
 	}
-	for _, l := range strings.Split(Sanitize(k.strValue()), "\n") {
+	for _, l := range strings.Split(termtext.Strip(k.strValue()), "\n") {
 		l = clip(strings.ReplaceAll(l, "\t", "    "), w)
 		switch {
 		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
@@ -313,7 +314,7 @@ func renderTable(k *kind, o renderOpts) []string {
 	widths := make([]int, n)
 	cols := make([]string, n)
 	for i, c := range k.Columns {
-		cols[i] = SanitizeLine(c)
+		cols[i] = termtext.StripLine(c)
 		widths[i] = width(cols[i])
 	}
 	src := k.tableRows()
@@ -321,7 +322,7 @@ func renderTable(k *kind, o renderOpts) []string {
 	for r, row := range src {
 		rows[r] = make([]string, n)
 		for i := 0; i < n && i < len(row); i++ {
-			rows[r][i] = SanitizeLine(row[i])
+			rows[r][i] = termtext.StripLine(row[i])
 			widths[i] = max(widths[i], width(rows[r][i]))
 		}
 	}
@@ -374,7 +375,7 @@ func renderTree(nodes []treeNode, prefix string, w int, out *[]string) {
 		if i == len(nodes)-1 {
 			branch, next = "└─ ", "   "
 		}
-		*out = append(*out, clip(prefix+branch+SanitizeLine(n.Label), w))
+		*out = append(*out, clip(prefix+branch+termtext.StripLine(n.Label), w))
 		renderTree(n.Children, prefix+next, w, out)
 	}
 }
@@ -391,7 +392,7 @@ func meter(frac float64, cells int) string {
 }
 
 func renderProgress(k *kind, w int) []string {
-	label := SanitizeLine(k.Label)
+	label := termtext.StripLine(k.Label)
 	v, ok := k.numValue()
 	if !ok {
 		return []string{clip("⋯ "+label+" (working)", w)}
@@ -428,14 +429,14 @@ func statusGlyph(s string) string {
 }
 
 func renderTask(k *kind, w int) []string {
-	out := []string{clip(statusGlyph(k.Status)+" "+styleBold.Render(SanitizeLine(k.Title))+" ("+SanitizeLine(k.Status)+")", w)}
+	out := []string{clip(statusGlyph(k.Status)+" "+styleBold.Render(termtext.StripLine(k.Title))+" ("+termtext.StripLine(k.Status)+")", w)}
 	if k.Detail != "" {
-		for _, l := range wrap(Sanitize(k.Detail), w-2) {
+		for _, l := range wrap(termtext.Strip(k.Detail), w-2) {
 			out = append(out, "  "+l)
 		}
 	}
 	for _, s := range k.Steps {
-		out = append(out, clip("  "+statusGlyph(s.Status)+" "+SanitizeLine(s.Title), w))
+		out = append(out, clip("  "+statusGlyph(s.Status)+" "+termtext.StripLine(s.Title), w))
 	}
 	return out
 }
@@ -454,7 +455,7 @@ func formatNum(v float64, unit string) string {
 		if unit == "%" {
 			return s + "%"
 		}
-		return s + " " + SanitizeLine(unit)
+		return s + " " + termtext.StripLine(unit)
 	}
 	return s
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // Series glyphs. Colour is never the only signal: each series has its own
@@ -63,12 +65,12 @@ func (k *chartKind) named() bool {
 	return len(k.Series) > 1 || k.Series[0].Label != ""
 }
 
-func (k *chartKind) name(i int) string { return oneLine(k.Series[i].Label) }
+func (k *chartKind) name(i int) string { return termtext.StripLine(k.Series[i].Label) }
 
 func (k *chartKind) labels() []string {
 	out := make([]string, len(k.Labels))
 	for i, l := range k.Labels {
-		out[i] = oneLine(l)
+		out[i] = termtext.StripLine(l)
 	}
 	return out
 }
@@ -396,7 +398,7 @@ func (k *chartKind) plot(area bool) string {
 	yw := textWidth(lines[len(lines)-1]) - w - 1
 	first, last := "1", strconv.Itoa(n)
 	if len(k.Labels) == n {
-		first, last = oneLine(k.Labels[0]), oneLine(k.Labels[n-1])
+		first, last = termtext.StripLine(k.Labels[0]), termtext.StripLine(k.Labels[n-1])
 	}
 	if n == 1 {
 		lines = append(lines, strings.Repeat(" ", yw+1)+first)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // Text returns the text form of a surface: what a client that cannot draw
@@ -19,9 +21,9 @@ import (
 // forms separated by blank lines; charts as compact drawings with their
 // numbers; a raster as its cells; an image as "[image: <alt>]".
 //
-// Every form is sanitized (no escape sequences, controls or bidirectional
-// overrides), its lines carry no trailing spaces, and it ends without a
-// newline. docs/surfaces.md shows each one.
+// Every form is sanitized with termtext.Strip (no escape sequences,
+// controls or bidirectional overrides), its lines carry no trailing spaces,
+// and it ends without a newline. docs/surfaces.md shows each one.
 func Text(surface json.RawMessage) (string, error) {
 	n, err := check(surface, "surface", false)
 	if err != nil {
@@ -34,16 +36,16 @@ func (n *surfaceNode) text() string {
 	var s string
 	switch k := n.kind.(type) {
 	case *textKind:
-		s = sanitize(k.Value)
+		s = termtext.Strip(k.Value)
 	case *markdownKind:
-		s = sanitize(k.Value)
+		s = termtext.Strip(k.Value)
 	case *diffKind:
-		s = sanitize(k.Value)
+		s = termtext.Strip(k.Value)
 		if k.Path != "" {
-			s = oneLine(k.Path) + "\n" + s
+			s = termtext.StripLine(k.Path) + "\n" + s
 		}
 	case *streamKind:
-		s = sanitize(k.Value + strings.Join(k.Chunks, ""))
+		s = termtext.Strip(k.Value + strings.Join(k.Chunks, ""))
 	case *tableKind:
 		s = k.text()
 	case *treeKind:
@@ -69,7 +71,7 @@ func (n *surfaceNode) text() string {
 	case *rasterKind:
 		s = k.text()
 	case *imageKind:
-		s = "[image: " + oneLine(k.Alt) + "]"
+		s = "[image: " + termtext.StripLine(k.Alt) + "]"
 	}
 	return finish(s)
 }
@@ -81,13 +83,13 @@ func (k *tableKind) text() string {
 	grid := make([][]string, 0, len(k.Rows)+1)
 	head := make([]string, len(k.Columns))
 	for i, c := range k.Columns {
-		head[i] = oneLine(c)
+		head[i] = termtext.StripLine(c)
 	}
 	grid = append(grid, head)
 	for _, r := range k.Rows {
 		row := make([]string, len(r))
 		for i, c := range r {
-			row[i] = oneLine(c)
+			row[i] = termtext.StripLine(c)
 		}
 		grid = append(grid, row)
 	}
@@ -140,7 +142,7 @@ func (k *treeKind) text() string {
 	walk = func(nodes []treeNode, prefix string, top bool) {
 		for i, n := range nodes {
 			last := i == len(nodes)-1
-			label := oneLine(n.Label)
+			label := termtext.StripLine(n.Label)
 			var child string
 			switch {
 			case top:
@@ -174,7 +176,7 @@ func meter(part, whole float64) string {
 func (k *progressKind) text() string {
 	var b strings.Builder
 	if k.Label != "" {
-		b.WriteString(oneLine(k.Label) + " ")
+		b.WriteString(termtext.StripLine(k.Label) + " ")
 	}
 	if k.Value == nil {
 		b.WriteString(meter(0, 1) + " working")
@@ -203,19 +205,19 @@ var statusGlyphs = map[string]string{
 }
 
 func (k *taskKind) text() string {
-	lines := []string{statusGlyphs[k.Status] + " " + oneLine(k.Title) + " (" + k.Status + ")"}
-	if d := sanitize(k.Detail); d != "" {
+	lines := []string{statusGlyphs[k.Status] + " " + termtext.StripLine(k.Title) + " (" + k.Status + ")"}
+	if d := termtext.Strip(k.Detail); d != "" {
 		lines = append(lines, indent(d, "  "))
 	}
 	for _, s := range k.Steps {
-		lines = append(lines, "  "+statusGlyphs[s.Status]+" "+oneLine(s.Title))
+		lines = append(lines, "  "+statusGlyphs[s.Status]+" "+termtext.StripLine(s.Title))
 	}
 	return strings.Join(lines, "\n")
 }
 
 func (k *questionKind) text() string {
-	lines := []string{"? " + strings.ReplaceAll(sanitize(k.Prompt), "\n", "\n  ")}
-	if d := sanitize(k.Detail); d != "" {
+	lines := []string{"? " + strings.ReplaceAll(termtext.Strip(k.Prompt), "\n", "\n  ")}
+	if d := termtext.Strip(k.Detail); d != "" {
 		lines = append(lines, indent(d, "  "))
 	}
 	var picked []string
@@ -233,16 +235,16 @@ func (k *questionKind) text() string {
 		case on:
 			mark = "(•)"
 		}
-		line := "  " + mark + " " + oneLine(c.Label)
+		line := "  " + mark + " " + termtext.StripLine(c.Label)
 		if c.Detail != "" {
-			line += " — " + oneLine(c.Detail)
+			line += " — " + termtext.StripLine(c.Detail)
 		}
 		lines = append(lines, line)
 	}
 	if k.AllowText {
 		switch {
 		case k.Answer != nil && k.Answer.Text != nil:
-			lines = append(lines, "  > "+strings.ReplaceAll(sanitize(*k.Answer.Text), "\n", "\n    "))
+			lines = append(lines, "  > "+strings.ReplaceAll(termtext.Strip(*k.Answer.Text), "\n", "\n    "))
 		case k.Answer == nil:
 			lines = append(lines, "  > (type an answer)")
 		}
@@ -257,7 +259,7 @@ func (k *formKind) text() string {
 		if label == "" {
 			label = f.Name
 		}
-		label = oneLine(label)
+		label = termtext.StripLine(label)
 		if f.Required {
 			label += " *"
 		}
@@ -267,7 +269,7 @@ func (k *formKind) text() string {
 	if k.Submit != nil {
 		submit = *k.Submit
 	}
-	lines = append(lines, "[ "+oneLine(submit)+" ]")
+	lines = append(lines, "[ "+termtext.StripLine(submit)+" ]")
 	return strings.Join(lines, "\n")
 }
 
@@ -291,17 +293,17 @@ func (f *formField) valueText() string {
 		var vs []string
 		_ = json.Unmarshal(f.Value, &vs)
 		for i, v := range vs {
-			vs[i] = oneLine(v)
+			vs[i] = termtext.StripLine(v)
 		}
 		return strings.Join(vs, ", ")
 	case "multiline":
 		var v string
 		_ = json.Unmarshal(f.Value, &v)
-		return strings.ReplaceAll(sanitize(v), "\n", "\n  ")
+		return strings.ReplaceAll(termtext.Strip(v), "\n", "\n  ")
 	}
 	var v string
 	_ = json.Unmarshal(f.Value, &v)
-	return oneLine(v)
+	return termtext.StripLine(v)
 }
 
 func (k *rasterKind) text() string {
@@ -310,10 +312,10 @@ func (k *rasterKind) text() string {
 		lines[i] = strings.ReplaceAll(r, " ", "·")
 	}
 	for _, c := range sortedKeys(k.Legend) {
-		lines = append(lines, c+" "+oneLine(k.Legend[c]))
+		lines = append(lines, c+" "+termtext.StripLine(k.Legend[c]))
 	}
 	if k.Alt != "" {
-		lines = append(lines, oneLine(k.Alt))
+		lines = append(lines, termtext.StripLine(k.Alt))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
 	"github.com/getorrery/orrery/ui/component"
@@ -159,7 +160,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		servers, err = mcp.ConnectAll(cctx, cfg.MCP.Servers, log)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(e.stderr, "orrery: some MCP servers did not start, and their tools are missing: %v\n", err)
+			fmt.Fprintf(e.stderr, "orrery: some MCP servers did not start, and their tools are missing: %s\n", termtext.Visible(err.Error()))
 		}
 		kc.Searchable = withTools(kc.Searchable, servers.Tools()...)
 	}
@@ -170,7 +171,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	agents.setKernel(k)
 	if host != nil {
 		if err := host.Attach(k); err != nil {
-			fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+			fmt.Fprintf(e.stderr, "orrery: %s\n", termtext.Visible(err.Error()))
 		}
 	}
 	if err := k.Open(ctx); err != nil {
@@ -191,7 +192,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 func openExtensions(e *env, cfg config.Config, log *slog.Logger, cwd string, h *hub.Hub) *ext.Host {
 	manifests, errs := ext.Discover(ext.ProjectDir(cwd), extUserDir(e))
 	for _, err := range errs {
-		fmt.Fprintf(e.stderr, "orrery: an extension was left out: %v\n", err)
+		fmt.Fprintf(e.stderr, "orrery: an extension was left out: %s\n", termtext.Visible(err.Error()))
 	}
 	if len(manifests) == 0 {
 		return nil

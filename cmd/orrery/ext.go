@@ -18,6 +18,7 @@ import (
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/ext"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // extCmd is `orrery ext list|add|remove|restart|logs`: the extensions
@@ -163,16 +164,19 @@ func (c *extCmd) list(ctx context.Context, args []string) error {
 		case it.Shadowed:
 			where += " (the project's wins)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Name, dash(it.Version), dash(it.Runtime), where, it.Dir)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(it.Name), cell(it.Version), cell(it.Runtime), termtext.VisibleLine(where), cell(it.Dir))
 	}
 	return tw.Flush()
 }
 
-func dash(s string) string {
+// cell is s for a cell of a table: shown visibly on one line, and "-" if
+// empty. Names, versions and errors come from extensions' manifests and
+// from the kernel, and may hold anything.
+func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return termtext.VisibleLine(s)
 }
 
 func printJSON(e *env, v any) error {
@@ -234,7 +238,7 @@ func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session str
 		if x.PID != 0 {
 			pid = fmt.Sprint(x.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", x.Name, x.Version, x.State, pid, x.Restarts, dash(x.Error))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", termtext.VisibleLine(x.Name), termtext.VisibleLine(x.Version), termtext.VisibleLine(x.State), pid, x.Restarts, cell(x.Error))
 	}
 	return tw.Flush()
 }
@@ -287,7 +291,7 @@ func (c *extCmd) add(args []string) error {
 	if err := os.Symlink(src, dst); err != nil {
 		return fmt.Errorf("add %s: %w", m.Extension.Name, err)
 	}
-	fmt.Fprintf(c.env.stdout, "added %s %s (%s) as %s; a kernel started from now on loads it\n", m.Extension.Name, m.Extension.Version, m.Extension.Runtime, dst)
+	fmt.Fprintf(c.env.stdout, "added %s %s (%s) as %s; a kernel started from now on loads it\n", termtext.VisibleLine(m.Extension.Name), termtext.VisibleLine(m.Extension.Version), termtext.VisibleLine(m.Extension.Runtime), termtext.VisibleLine(dst))
 	return nil
 }
 
@@ -319,7 +323,7 @@ func (c *extCmd) remove(args []string) error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove %s: %w", pos[0], err)
 	}
-	fmt.Fprintf(c.env.stdout, "removed %s (%s); a kernel started from now on no longer loads it\n", pos[0], path)
+	fmt.Fprintf(c.env.stdout, "removed %s (%s); a kernel started from now on no longer loads it\n", termtext.VisibleLine(pos[0]), termtext.VisibleLine(path))
 	return nil
 }
 
@@ -402,8 +406,11 @@ func (c *extCmd) logs(args []string) error {
 		return fmt.Errorf("read the logs of %s: %w", pos[0], err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(c.env.stdout, f); err != nil {
+	// The log is what the extension wrote: shown visibly, so that its
+	// escape sequences (colours too) print as text; the file holds them.
+	w := termtext.NewWriter(c.env.stdout)
+	if _, err := io.Copy(w, f); err != nil {
 		return fmt.Errorf("print %s: %w", path, err)
 	}
-	return nil
+	return w.Flush()
 }

@@ -20,6 +20,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/getorrery/orrery/termtext"
 )
 
 // Exit codes.
@@ -107,19 +109,21 @@ func finish(e *env, err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	// An error may quote what a session, a server or an extension said:
+	// it is shown visibly, as all such text is.
 	var ue *usageError
 	var ce *exitCodeError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		fmt.Fprintf(e.stderr, "orrery: %s\n", termtext.Visible(err.Error()))
 		return exitUsage
 	case errors.As(err, &ce):
 		if ce.err != nil && ce.err.Error() != "" {
-			fmt.Fprintf(e.stderr, "orrery: %v\n", ce.err)
+			fmt.Fprintf(e.stderr, "orrery: %s\n", termtext.Visible(ce.err.Error()))
 		}
 		return ce.code
 	default:
-		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		fmt.Fprintf(e.stderr, "orrery: %s\n", termtext.Visible(err.Error()))
 		return exitError
 	}
 }

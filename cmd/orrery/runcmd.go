@@ -14,6 +14,7 @@ import (
 	"github.com/getorrery/orrery/dialect"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 type runCmd struct {
@@ -136,6 +137,8 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 func (c *runCmd) print(ctx context.Context, sess *kernel.Session, sub *kernel.Subscription, runID string) error {
 	out := bufio.NewWriter(c.env.stdout)
 	defer out.Flush()
+	text := termtext.NewWriter(out) // the answer, shown visibly
+	defer text.Flush()
 	var frames []kernel.Frame
 	cancelled := false
 	interrupt := ctx.Done()
@@ -157,7 +160,7 @@ func (c *runCmd) print(ctx context.Context, sess *kernel.Session, sub *kernel.Su
 			}
 		}
 		for _, f := range frames {
-			done, err := c.frame(out, f, runID)
+			done, err := c.frame(out, text, f, runID)
 			if err != nil || done {
 				if err == nil && cancelled {
 					return &exitCodeError{code: exitCancelled, err: errors.New("cancelled")}
@@ -168,8 +171,11 @@ func (c *runCmd) print(ctx context.Context, sess *kernel.Session, sub *kernel.Su
 	}
 }
 
-// frame prints one frame and reports whether it ended the run.
-func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, error) {
+// frame prints one frame and reports whether it ended the run. The
+// answer's text goes through text, whose visible form a delta that ends
+// inside a sequence or a character cannot break; what else it prints from
+// the run is shown with termtext.VisibleLine.
+func (c *runCmd) frame(out *bufio.Writer, text *termtext.Writer, f kernel.Frame, runID string) (bool, error) {
 	if c.json && c.enc != nil {
 		c.encoded = c.enc.Encode(c.encoded[:0], f)
 		for _, e := range c.encoded {
@@ -187,25 +193,28 @@ func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, e
 	switch e := ev.(type) {
 	case *protocol.TextMessageContent:
 		if !c.json {
-			out.WriteString(e.Delta)
+			text.WriteString(e.Delta)
 		}
 	case *protocol.TextMessageEnd:
 		if !c.json {
+			text.Flush()
 			out.WriteByte('\n')
 		}
 	case *protocol.ToolCallStart:
 		if !c.json {
+			text.Flush()
 			out.Flush()
-			fmt.Fprintf(c.env.stderr, "→ %s\n", e.ToolCallName)
+			fmt.Fprintf(c.env.stderr, "→ %s\n", termtext.VisibleLine(e.ToolCallName))
 		}
 	case *protocol.ToolCallResult:
 		var o struct{ Status, Rule string }
 		if json.Unmarshal(e.Orrery().Outcome, &o) == nil && o.Status == "denied" && !c.json {
+			text.Flush()
 			out.Flush()
 			if strings.HasPrefix(o.Rule, "deny = ") {
-				fmt.Fprintf(c.env.stderr, "✗ denied by the rule %s: a deny rule wins over --allow and --yes; remove it to allow such calls\n", o.Rule)
+				fmt.Fprintf(c.env.stderr, "✗ denied by the rule %s: a deny rule wins over --allow and --yes; remove it to allow such calls\n", termtext.VisibleLine(o.Rule))
 			} else {
-				fmt.Fprintf(c.env.stderr, "✗ denied (%s): pass --allow RULE or --yes to allow such calls\n", o.Rule)
+				fmt.Fprintf(c.env.stderr, "✗ denied (%s): pass --allow RULE or --yes to allow such calls\n", termtext.VisibleLine(o.Rule))
 			}
 		}
 	case *protocol.RunFinished:
@@ -214,7 +223,9 @@ func (c *runCmd) frame(out *bufio.Writer, f kernel.Frame, runID string) (bool, e
 		}
 	case *protocol.RunError:
 		if f.Run == runID {
+			text.Flush()
 			out.Flush()
+			// finish shows the message visibly, with every error.
 			return true, &exitCodeError{code: exitRunFailed, err: fmt.Errorf("run failed (%s): %s", e.Code, e.Message)}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/termtext"
 )
 
 type sessionsCmd struct {
@@ -57,7 +58,7 @@ func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
 		if s.Running {
 			state = "running"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t$%.6f\t%s\t%s\n", s.ID, s.Created, s.Head, float64(s.MicroUSD)/1e6, state, s.Title)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t$%.6f\t%s\t%s\n", termtext.VisibleLine(s.ID), termtext.VisibleLine(s.Created), s.Head, float64(s.MicroUSD)/1e6, state, termtext.VisibleLine(s.Title))
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // tokenCmd is `orrery node token create|list|revoke`.
@@ -89,7 +90,7 @@ func (c *tokenCmd) Run(ctx context.Context, args []string) error {
 		tw := tabwriter.NewWriter(c.env.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tCREATED")
 		for _, t := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.Created.Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", termtext.VisibleLine(t.ID), termtext.VisibleLine(t.Name), t.Created.Format(time.RFC3339))
 		}
 		return tw.Flush()
 	default: // revoke

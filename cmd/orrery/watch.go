@@ -16,6 +16,7 @@ import (
 
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
 )
 
 // watchCmd is `orrery watch SESSION`: it follows a session on a running
@@ -90,7 +91,7 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	defer stream.Close()
 
 	p := newPrinter(c.env, c.json)
-	defer p.out.Flush()
+	defer p.flush()
 	for {
 		f, err := stream.Next(ctx)
 		if err != nil {
@@ -144,9 +145,12 @@ func dialAddr(listen string) string {
 
 // printer renders frames for a person: the prompts, streamed assistant
 // text, reasoning dimmed, tool calls and their results, run starts and
-// ends; errors go to stderr. With json it prints each frame as received.
+// ends; errors go to stderr. Everything it prints from the session is
+// shown with termtext.Visible, so that no escape sequence or control in it
+// reaches the terminal. With json it prints each frame as received.
 type printer struct {
 	out     *bufio.Writer
+	text    *termtext.Writer // streamed text, shown visibly, to out
 	errw    io.Writer
 	json    bool
 	color   bool
@@ -160,11 +164,18 @@ type call struct {
 }
 
 func newPrinter(e *env, asJSON bool) *printer {
+	out := bufio.NewWriter(e.stdout)
 	return &printer{
-		out: bufio.NewWriter(e.stdout), errw: e.stderr, json: asJSON,
+		out: out, text: termtext.NewWriter(out), errw: e.stderr, json: asJSON,
 		color: isTerminal(e.stdout) && e.getenv("NO_COLOR") == "",
 		args:  make(map[string]*call),
 	}
+}
+
+// flush writes out all that is printed, streamed text held back included.
+func (p *printer) flush() error {
+	p.text.Flush()
+	return p.out.Flush()
 }
 
 // isTerminal reports whether w is a character device, such as a terminal.
@@ -190,8 +201,9 @@ func (p *printer) style(code, s string) string {
 	return code + s + ansiReset
 }
 
-// endLine ends a line left open by streamed text.
+// endLine ends streamed text, and the line it left open.
 func (p *printer) endLine() {
+	p.text.Flush()
 	if p.midLine {
 		p.out.WriteByte('\n')
 		p.midLine = false
@@ -204,12 +216,21 @@ func (p *printer) line(format string, args ...any) {
 	fmt.Fprintf(p.out, format+"\n", args...)
 }
 
-// stream prints streamed text, which may end mid-line.
-func (p *printer) stream(s string) {
+// stream prints a piece of streamed text, which may end mid-line, in the
+// style code (none if ""). The text is shown visibly, and a sequence or a
+// character cut between two pieces is shown whole (termtext.Writer).
+func (p *printer) stream(code, s string) {
 	if s == "" {
 		return
 	}
-	p.out.WriteString(s)
+	styled := p.color && code != ""
+	if styled {
+		p.out.WriteString(code)
+	}
+	p.text.WriteString(s)
+	if styled {
+		p.out.WriteString(ansiReset)
+	}
 	p.midLine = !strings.HasSuffix(s, "\n")
 }
 
@@ -233,18 +254,18 @@ func (p *printer) frame(f client.Frame) error {
 	case *protocol.Custom:
 		p.custom(e)
 	case *protocol.RunStarted:
-		p.line("%s", p.style(ansiBold, "── run "+e.RunID+" started"))
+		p.line("%s", p.style(ansiBold, "── run "+termtext.VisibleLine(e.RunID)+" started"))
 	case *protocol.TextMessageStart:
 		p.endLine()
 	case *protocol.TextMessageContent:
-		p.stream(e.Delta)
+		p.stream("", e.Delta)
 	case *protocol.TextMessageEnd:
 		p.endLine()
 	case *protocol.ReasoningMessageStart:
 		p.endLine()
-		p.stream(p.style(ansiDim, "thinking: "))
+		p.stream(ansiDim, "thinking: ")
 	case *protocol.ReasoningMessageContent:
-		p.stream(p.style(ansiDim, e.Delta))
+		p.stream(ansiDim, e.Delta)
 	case *protocol.ReasoningMessageEnd:
 		p.endLine()
 	case *protocol.ToolCallStart:
@@ -256,34 +277,35 @@ func (p *printer) frame(f client.Frame) error {
 	case *protocol.ToolCallEnd:
 		if c := p.args[e.ToolCallID]; c != nil {
 			delete(p.args, e.ToolCallID)
-			p.line("→ %s %s", c.name, c.args.String())
+			p.line("→ %s %s", termtext.VisibleLine(c.name), indent(termtext.Visible(c.args.String())))
 		}
 	case *protocol.ToolCallResult:
-		p.line("← %s", indent(e.Content.String()))
+		p.line("← %s", indent(termtext.Visible(e.Content.String())))
 	case *protocol.RunFinished:
 		p.finished(e)
 	case *protocol.RunError:
 		p.line("%s", p.style(ansiBold, "── run failed"))
-		p.errorf("orrery: run failed (%s): %s", e.Code, e.Message)
+		p.errorf("orrery: run failed (%s): %s", termtext.VisibleLine(e.Code), termtext.Visible(e.Message))
 	}
 	return nil
 }
 
 // message prints one message of a MESSAGES_SNAPSHOT.
 func (p *printer) message(m protocol.Message) {
+	text := termtext.Visible(m.Content.String())
 	switch m.Role {
 	case protocol.RoleUser:
-		p.line("> %s", indent(m.Content.String()))
+		p.line("> %s", indent(text))
 	case protocol.RoleReasoning:
-		p.line("%s", p.style(ansiDim, "thinking: "+m.Content.String()))
+		p.line("%s", p.style(ansiDim, "thinking: "+text))
 	case protocol.RoleTool:
-		p.line("← %s", indent(m.Content.String()))
+		p.line("← %s", indent(text))
 	default:
-		if text := m.Content.String(); text != "" {
+		if text != "" {
 			p.line("%s", text)
 		}
 		for _, tc := range m.ToolCalls {
-			p.line("→ %s %s", tc.Function.Name, tc.Function.Arguments)
+			p.line("→ %s %s", termtext.VisibleLine(tc.Function.Name), indent(termtext.Visible(tc.Function.Arguments)))
 		}
 	}
 }
@@ -303,7 +325,7 @@ func (p *printer) custom(e *protocol.Custom) {
 		if um.Steer {
 			prefix = "> (steer) "
 		}
-		p.line("%s%s", prefix, indent(um.Content.String()))
+		p.line("%s%s", prefix, indent(termtext.Visible(um.Content.String())))
 	case "orrery.notice":
 		var n struct {
 			Ext   string `json:"ext"`
@@ -311,7 +333,7 @@ func (p *printer) custom(e *protocol.Custom) {
 			Text  string `json:"text"`
 		}
 		if json.Unmarshal(e.Value, &n) == nil {
-			p.errorf("notice (%s) %s: %s", n.Level, n.Ext, n.Text)
+			p.errorf("notice (%s) %s: %s", termtext.VisibleLine(n.Level), termtext.VisibleLine(n.Ext), indent(termtext.Visible(n.Text)))
 		}
 	}
 }
@@ -323,14 +345,14 @@ func (p *printer) finished(e *protocol.RunFinished) {
 		case e.Outcome.Type == protocol.OutcomeCancelled:
 			what = "cancelled"
 		case len(e.Outcome.PendingToolCallIDs) > 0:
-			what = "finished, waiting for the client's tools " + strings.Join(e.Outcome.PendingToolCallIDs, ", ")
+			what = "finished, waiting for the client's tools " + termtext.VisibleLine(strings.Join(e.Outcome.PendingToolCallIDs, ", "))
 		}
 	}
 	var res protocol.RunResult
 	if len(e.Result) > 0 && json.Unmarshal(e.Result, &res) == nil {
 		what += fmt.Sprintf(" · %d in, %d out tokens · $%.6f", res.InputTokens, res.OutputTokens, float64(res.MicroUSD)/1e6)
 	}
-	p.line("%s", p.style(ansiBold, "── run "+e.RunID+" "+what))
+	p.line("%s", p.style(ansiBold, "── run "+termtext.VisibleLine(e.RunID)+" "+what))
 }
 
 // indent keeps a multi-line text under its prefix.
