@@ -50,7 +50,7 @@ func (p RequestPolicy) Check(spec string) error {
 		}
 		return fmt.Errorf("no agent %q is configured: a request may name only an agent that [agents.<name>] defines%s", arg, p.list(p.Agents, "agents"))
 	case slices.Contains(commandSchemes, scheme):
-		return fmt.Errorf("a request may not name %s: an acp:, script: or crew: spec starts a process or reads a file the request chooses; "+
+		return fmt.Errorf("a request may not name the model or agent %s: an acp:, script: or crew: spec starts a process or reads a file the request chooses; "+
 			"define the agent in config as [agents.<name>] and name it (session.new {\"agent\": \"<name>\"}), or start the kernel with --agent, "+
 			"or set [server] allow_agent_commands = true on a machine where every client may run commands", prose.Quote(spec))
 	}
