@@ -79,7 +79,9 @@ func newOriHarness(t *testing.T, needNode bool) *oriHarness {
 	if err := h.k.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Kernel: h.k})
+	// The test agent is named as a kernel started with --agent acp:test
+	// would define it.
+	srv := server.New(server.Config{Kernel: h.k, CheckSpec: models.RequestPolicy{Defined: []string{"acp:test"}}.Check})
 	ts := httptest.NewServer(srv)
 	h.url = ts.URL
 	t.Cleanup(func() {
