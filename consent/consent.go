@@ -25,7 +25,7 @@
 // leading assignments and redirections, and seen through the wrappers that
 // only run it (env, command, builtin, exec, nohup, time, nice, timeout,
 // stdbuf). Commands that run other commands (sudo, doas, xargs, find -exec,
-// sh -c, eval) are judged themselves and so is what they run. Each part goes
+// sh -c, eval, trap) are judged themselves and so is what they run. Each part goes
 // through deny, allow, ask and the default on its own; the line is denied if
 // any part is, asked about if any part is, and allowed only when every part
 // is. The verdict names the part that decided.

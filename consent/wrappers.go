@@ -27,9 +27,9 @@ var seeThrough = map[string]func(args []word) (cmd int, assigns []word, problem 
 		long: map[string]int{"input": needsValue, "output": needsValue, "error": needsValue}}),
 }
 
-// runner returns, for a command that runs another command it is given, how
-// to read what it runs: the runner is a part as written, and what it runs
-// is read as parts too. It is nil for any other command.
+// runner returns, for a command that runs another command or line it is
+// given, how to read what it runs: the runner is a part as written, and
+// what it runs is read as parts too. It is nil for any other command.
 func runner(name string) func(r *reader, prog string, full form, args []word, depth int) {
 	switch name {
 	case "sudo":
@@ -42,6 +42,8 @@ func runner(name string) func(r *reader, prog string, full form, args []word, de
 		return findArgs
 	case "eval":
 		return evalArgs
+	case "trap":
+		return trapArgs
 	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash":
 		return shellArgs
 	}
@@ -310,6 +312,22 @@ func evalArgs(r *reader, prog string, full form, args []word, depth int) {
 	}
 	if len(texts) > 0 {
 		r.nested(strings.Join(texts, " "), full, depth)
+	}
+}
+
+// trapArgs reads the line trap runs when a signal comes: its first
+// operand, unless that resets the signal ("-") or names one (trap 2 INT).
+func trapArgs(r *reader, prog string, full form, args []word, depth int) {
+	n, _, _ := opts{flags: "lp"}.scan(args)
+	if n >= len(args) || len(args)-n < 2 {
+		return // lists, prints or resets: runs nothing
+	}
+	action := args[n]
+	switch {
+	case !action.lit:
+		r.runs(prog, full, nil, depth, false, fmt.Sprintf("the line it runs, %s, is not a literal word", action.text))
+	case action.text != "-" && strings.Trim(action.text, "0123456789") != "":
+		r.nested(action.text, full, depth)
 	}
 }
 
