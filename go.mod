@@ -20,6 +20,7 @@ require (
 	github.com/wI2L/jsondiff v0.7.1
 	golang.org/x/text v0.42.0
 	modernc.org/sqlite v1.62.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

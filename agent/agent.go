@@ -164,9 +164,10 @@ type Permission struct {
 	// Tool and Subject are what the [permissions] rules match.
 	Tool    string
 	Subject string
-	// PathSubject and ReadOnly are as in consent.Call.
-	PathSubject bool
-	ReadOnly    bool
+	// PathSubject, ShellSubject and ReadOnly are as in consent.Call.
+	PathSubject  bool
+	ShellSubject bool
+	ReadOnly     bool
 	// Title is what the person reads, such as "Edit notes.txt".
 	Title string
 	// Args are the call's arguments as the asker has them.

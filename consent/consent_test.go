@@ -19,9 +19,9 @@ func TestDecide(t *testing.T) {
 		want consent.Decision
 		rule string
 	}{
-		{"allowed command prefix", consent.Call{Tool: "shell", Subject: "git status --short src/a"}, consent.Allow, `allow = ["shell(git status*)"]`},
-		{"other command asks", consent.Call{Tool: "shell", Subject: "git push"}, consent.Ask, consent.DefaultAsk},
-		{"denied command", consent.Call{Tool: "shell", Subject: "rm -rf /"}, consent.Deny, `deny = ["shell(rm -rf*)"]`},
+		{"allowed command prefix", consent.Call{Tool: "shell", Subject: "git status --short src/a", ShellSubject: true}, consent.Allow, `allow = ["shell(git status*)"]`},
+		{"other command asks", consent.Call{Tool: "shell", Subject: "git push", ShellSubject: true}, consent.Ask, consent.DefaultAsk},
+		{"denied command", consent.Call{Tool: "shell", Subject: "rm -rf /", ShellSubject: true}, consent.Deny, `deny = ["shell(rm -rf*)"]`},
 		{"path under allowed dir", consent.Call{Tool: "write_file", Subject: "src/a/b.go", PathSubject: true}, consent.Allow, `allow = ["write_file(src/**)"]`},
 		{"deny beats allow", consent.Call{Tool: "write_file", Subject: "src/gen/x.go", PathSubject: true}, consent.Deny, `deny = ["write_file(src/gen/**)"]`},
 		{"path outside asks", consent.Call{Tool: "write_file", Subject: "main.go", PathSubject: true}, consent.Ask, consent.DefaultAsk},
@@ -32,7 +32,7 @@ func TestDecide(t *testing.T) {
 		{"mcp deny", consent.Call{Tool: "mcp.github.delete_repo"}, consent.Deny, `deny = ["mcp.github.delete_*"]`},
 		{"other server asks", consent.Call{Tool: "mcp.gitlab.create_issue"}, consent.Ask, consent.DefaultAsk},
 		{"read-only default", consent.Call{Tool: "grep", ReadOnly: true}, consent.Allow, consent.DefaultReadOnly},
-		{"name must match whole", consent.Call{Tool: "shell2", Subject: "git status"}, consent.Ask, consent.DefaultAsk},
+		{"name must match whole", consent.Call{Tool: "shell2", Subject: "git status", ShellSubject: true}, consent.Ask, consent.DefaultAsk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

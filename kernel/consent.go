@@ -57,8 +57,13 @@ type ConsentRequested struct {
 	Tool       string          `json:"tool"`
 	Subject    string          `json:"subject,omitempty"`
 	Args       json.RawMessage `json:"args"`
-	// Rule is why the call is asked about.
-	Rule    string          `json:"rule"`
+	// Rule is why the call is asked about; for a shell line it names the
+	// part asked about, such as `the part "id" matches no allow rule`.
+	Rule string `json:"rule"`
+	// Part is, for a shell line, the part of it that is asked about: a
+	// command ("touch pwned"), a redirection, or the whole line when it
+	// cannot be read.
+	Part    string          `json:"part,omitempty"`
 	Options []ConsentOption `json:"options"`
 	// Node is the placed question, placed:host:consent.
 	Node string `json:"node"`
@@ -180,7 +185,8 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 	if s.run != r {
 		return agent.PermissionAnswer{}, nil, agent.ErrStopped
 	}
-	j := s.judge(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject, ReadOnly: q.ReadOnly}, false)
+	j := s.judge(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject,
+		ShellSubject: q.ShellSubject, Workspace: r.workspace, ReadOnly: q.ReadOnly}, false)
 	switch j.decision {
 	case consent.Allow:
 		return agent.PermissionAnswer{Allow: true, Rule: j.rule}, nil, nil
@@ -201,8 +207,8 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 		args = json.RawMessage("{}")
 	}
 	if err := s.placeConsent(p, consentQuestion{
-		prompt: "Allow " + title + "?", rule: j.rule,
-		req: ConsentRequested{ToolCallID: q.ToolCallID, Tool: q.Tool, Subject: q.Subject, Args: args, Rule: j.rule, Source: q.Raw},
+		prompt: j.prompt(title), rule: j.rule,
+		req: ConsentRequested{ToolCallID: q.ToolCallID, Tool: q.Tool, Subject: q.Subject, Args: args, Rule: j.rule, Part: j.part, Source: q.Raw},
 	}); err != nil {
 		return agent.PermissionAnswer{}, nil, err
 	}
@@ -213,10 +219,23 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 type judgement struct {
 	decision consent.Decision
 	// rule names what decided; asked is the rule that would ask, when the
-	// decision is a deny because nobody can be asked.
+	// decision is a deny because nobody can be asked. For a shell line
+	// denied or asked about they name the part that decided (see
+	// consent.Verdict.Reason).
 	rule, asked string
+	// part is the part of a shell line that decided, when one did.
+	part string
 	// nobody marks a deny because no client that draws consent is attached.
 	nobody bool
+}
+
+// prompt is the question a person reads about the call described as title:
+// for a shell line, it says which part is asked about.
+func (j judgement) prompt(title string) string {
+	if j.part == "" {
+		return "Allow " + title + "?"
+	}
+	return "Allow " + title + "? Asked because " + j.rule + "."
 }
 
 // judge applies, in order, the [permissions] rules, the session's grants
@@ -226,7 +245,7 @@ type judgement struct {
 func (s *Session) judge(c consent.Call, useGrants bool) judgement {
 	v := s.k.cfg.Consent.Decide(c)
 	if v.Decision != consent.Ask {
-		return judgement{decision: v.Decision, rule: v.Rule}
+		return judgement{decision: v.Decision, rule: v.Reason(), part: v.Part}
 	}
 	if who, ok := s.grants[c.Tool]; ok && useGrants {
 		return judgement{decision: consent.Allow, rule: "allowed for this session by " + who}
@@ -235,9 +254,9 @@ func (s *Session) judge(c consent.Call, useGrants bool) judgement {
 		return judgement{decision: consent.Allow, rule: "--yes: every call that would be asked about is allowed"}
 	}
 	if s.consenters.Load() == 0 {
-		return judgement{decision: consent.Deny, rule: v.Rule + "; no client that draws consent is attached, so the answer is deny", asked: v.Rule, nobody: true}
+		return judgement{decision: consent.Deny, rule: v.Reason() + "; no client that draws consent is attached, so the answer is deny", asked: v.Reason(), part: v.Part, nobody: true}
 	}
-	return judgement{decision: consent.Ask, rule: v.Rule}
+	return judgement{decision: consent.Ask, rule: v.Reason(), part: v.Part}
 }
 
 // subject returns what rules match for a call: a file tool's path resolved
@@ -271,13 +290,16 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 	if err != nil {
 		return agent.Verdict{Rule: "the workspace refuses the path", Message: err.Error()}, nil, nil
 	}
-	v := s.judge(consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject, ReadOnly: spec.ReadOnly}, true)
+	v := s.judge(consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject,
+		ShellSubject: spec.ShellSubject, Workspace: r.workspace, ReadOnly: spec.ReadOnly}, true)
 	switch {
 	case v.decision == consent.Allow:
 		return agent.Verdict{Allow: true, Rule: v.rule}, nil, nil
 	case v.nobody:
 		return agent.Verdict{Rule: v.rule,
 			Message: fmt.Sprintf("%s needs a person's consent (%s), and no client that can ask one is attached, so it was denied; do without it, or tell the person to allow it in [permissions] (or run with --allow or --yes)", describeCall(spec.Name, sub), v.asked)}, nil, nil
+	case v.decision == consent.Deny && v.part != "":
+		return agent.Verdict{Rule: v.rule, Message: fmt.Sprintf("%s was denied in [permissions]: %s; do something else, or ask the person to change the rule", describeCall(spec.Name, sub), v.rule)}, nil, nil
 	case v.decision == consent.Deny:
 		return agent.Verdict{Rule: v.rule, Message: fmt.Sprintf("%s was denied by the rule %s in [permissions]; do something else, or ask the person to change the rule", describeCall(spec.Name, sub), v.rule)}, nil, nil
 	}
@@ -292,8 +314,8 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 		answer: make(chan agent.Verdict, 1),
 	}
 	if err := s.placeConsent(p, consentQuestion{
-		prompt: "Allow " + describeCall(spec.Name, sub) + "?", rule: v.rule,
-		req: ConsentRequested{ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args, Rule: v.rule},
+		prompt: v.prompt(describeCall(spec.Name, sub)), rule: v.rule,
+		req: ConsentRequested{ToolCallID: call.ID, Tool: spec.Name, Subject: sub, Args: call.Args, Rule: v.rule, Part: v.part},
 	}); err != nil {
 		return agent.Verdict{}, nil, err
 	}
@@ -315,10 +337,14 @@ func (s *Session) placeConsent(p *pendingConsent, q consentQuestion) error {
 	for i, o := range p.options {
 		choices[i] = map[string]string{"label": o.Label, "value": o.ID}
 	}
+	because := "of " + q.rule
+	if q.req.Part != "" {
+		because = q.rule // a sentence naming the part
+	}
 	surface, err := json.Marshal(map[string]any{"kind": map[string]any{
 		"t":       "question",
 		"prompt":  q.prompt,
-		"detail":  "Asked because of " + q.rule + ". Arguments: " + string(q.req.Args),
+		"detail":  "Asked because " + because + ". Arguments: " + string(q.req.Args),
 		"choices": choices,
 	}})
 	if err != nil {

@@ -71,7 +71,8 @@ func (s Shell) maxOutput() int {
 func (s Shell) Spec() Spec {
 	maxMS := s.maxTimeout().Milliseconds()
 	return Spec{
-		Name: "shell",
+		Name:         "shell",
+		ShellSubject: true,
 		Description: fmt.Sprintf("Runs a shell command with /bin/sh -c in the workspace root and returns its combined stdout and stderr, then its exit status. "+
 			"The command times out after %s unless timeout_ms says otherwise (at most %d ms); on timeout its whole process group is killed. "+
 			"Long output keeps its first and last %d bytes. To leave something running, start it in the background with its output redirected to a file.",

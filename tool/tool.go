@@ -24,6 +24,9 @@ type Spec struct {
 	// PathSubject says the tool's subject (see Subjecter) is a path, so a
 	// * in a consent rule's subject stops at "/".
 	PathSubject bool
+	// ShellSubject says the tool's subject is a shell command line: the
+	// consent rules judge each command in it (see package consent).
+	ShellSubject bool
 }
 
 // Call is one invocation of a tool.

@@ -387,6 +387,38 @@ func TestPermission(t *testing.T) {
 	}
 }
 
+// TestPermissionShellLine: an agent's execute permission is a shell line,
+// judged part by part like the shell tool's.
+func TestPermissionShellLine(t *testing.T) {
+	rules := consent.Rules{Allow: []string{"shell(git status*)"}}
+	t.Run("every part allowed", func(t *testing.T) {
+		e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
+		tr := e.start(t, kernel.SendInput{Text: "execute git status && git status --short"}, consentClient)
+		tr.end()
+		if got := text(tr.events); got != "chose yes" {
+			t.Errorf("text = %q, want the rules to allow the line", got)
+		}
+		if len(customs(tr.events, kernel.ConsentRequestedEvent)) > 0 {
+			t.Error("a question was placed though every part of the line is allowed")
+		}
+	})
+	t.Run("a part not allowed", func(t *testing.T) {
+		e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
+		tr := e.start(t, kernel.SendInput{Text: "execute git status; touch pwned"}, consentClient)
+		req := tr.consentRequest()
+		if req.Tool != "shell" || req.Part != "touch pwned" || !strings.Contains(req.Rule, `the part "touch pwned"`) {
+			t.Errorf("consent request = tool %q, part %q, rule %q; want shell asked about the part touch pwned", req.Tool, req.Part, req.Rule)
+		}
+		if err := e.s.AnswerConsent(context.Background(), consentClient, req.Request, "no"); err != nil {
+			t.Fatal(err)
+		}
+		tr.end()
+		if got := text(tr.events); got != "chose no" {
+			t.Errorf("text = %q, want the person's no", got)
+		}
+	})
+}
+
 func TestCancelDuringPermission(t *testing.T) {
 	e := newEnv(t, nil)
 	tr := e.start(t, kernel.SendInput{Text: "wait"}, consentClient)

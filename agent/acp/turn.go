@@ -481,7 +481,7 @@ func (t *turn) question(u updateFields, opts []permissionOption, raw json.RawMes
 	case "delete", "move":
 		q.Tool, q.PathSubject = "write_file", true
 	case "execute":
-		q.Tool = "shell"
+		q.Tool, q.ShellSubject = "shell", true
 		var in struct {
 			Command any `json:"command"`
 		}

@@ -4,6 +4,7 @@
 //   text        thought, two message chunks, a plan and usage, end_turn
 //   tool        a tool call with a diff, permission asked; allowed or rejected
 //   unannounced a permission for a tool call never announced
+//   execute     a permission to run the rest of the prompt as a command line
 //   wait        a permission that stays pending until the turn is cancelled
 //   withdraw    a permission the agent withdraws with $/cancel_request
 //   unknown     an update variant the schema does not know, kept raw
@@ -115,6 +116,15 @@ const app = agent({ name: "orrery-test-agent" })
           await update({ sessionUpdate: "tool_call_update", toolCallId: "call_1", status: allowed ? "completed" : "failed",
             content: [{ type: "content", content: { type: "text", text: allowed ? "edited" : "not edited" } }] });
           await say(`chose ${o.optionId}`, "msg_2");
+          return { stopReason: "end_turn" };
+        }
+        case "execute": {
+          const command = first.slice("execute ".length);
+          await update({ sessionUpdate: "tool_call", toolCallId: "call_e", title: "Run a command", kind: "execute",
+            status: "pending", rawInput: { command } });
+          const res = await ask({ toolCallId: "call_e" });
+          if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
+          await say(`chose ${res.outcome.optionId}`);
           return { stopReason: "end_turn" };
         }
         case "wait": {
