@@ -117,7 +117,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Store:          st,
 		Models:         agents.resolve,
 		DefaultModel:   cfg.Agent.Model,
-		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
+		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{HideEnv: cfg.HiddenEnv()})...)...),
 		Prices:         agent.DefaultPrices.Merge(cfg.Prices),
 		Permissions:    cfg.Permissions.UI(),
 		Consent:        cfg.Permissions.Rules,
