@@ -110,11 +110,26 @@ func Set(path, key, value string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("set %s: %w", key, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(updated), 0o600); err != nil {
+	// A fresh temporary file is 0600 whatever the umask (the file may hold
+	// a base_url's credentials or an MCP server's token); a fixed name
+	// would keep the mode of a stale one left by a crash.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("set %s: %w", key, err)
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, err = f.WriteString(updated)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("set %s: %w", key, err)
+	}
+	return nil
 }
 
 // setLine returns text with key = value set in the table named by table.
