@@ -106,11 +106,22 @@ func (s *Store) saveLocked() error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return fmt.Errorf("save tokens: %w", err)
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+	// A fresh temporary file is 0600 whatever the umask; a fixed name
+	// would keep the mode of a stale one left by a crash.
+	f, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("save tokens: %w", err)
 	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	tmp := f.Name()
+	_, err = f.Write(append(data, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("save tokens: %w", err)
 	}
 	return s.reloadLocked()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
 	"github.com/getorrery/orrery/ui"
 )
@@ -46,6 +47,8 @@ type Config struct {
 	Consent ConsentConfig `toml:"consent"`
 	// Workspace is the [workspace] table: where tools may reach.
 	Workspace WorkspaceConfig `toml:"workspace"`
+	// Shell is the [shell] table: what the shell tool's commands get.
+	Shell ShellConfig `toml:"shell"`
 	// MCP is the [mcp] table: [mcp.servers.<name>], the MCP servers whose
 	// tools the agent may find and call (as mcp.<name>.<tool>).
 	MCP MCPConfig `toml:"mcp"`
@@ -124,6 +127,22 @@ type WorkspaceConfig struct {
 	// Roots are the directories a session's cwd may be in when a request
 	// names it; empty means the directory the kernel was started in.
 	Roots []string `toml:"roots"`
+}
+
+// ShellConfig is the [shell] table.
+type ShellConfig struct {
+	// HideEnv names more variables of Orrery's environment that the shell
+	// tool's commands do not get, as names or patterns with * (GITHUB_TOKEN,
+	// AWS_*). The models' keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, every
+	// [models.<alias>] key_env) and variables whose values are URLs with
+	// credentials are hidden whatever it says.
+	HideEnv []string `toml:"hide_env"`
+}
+
+// HiddenEnv is what the shell tool hides: the models' keys, then
+// shell.hide_env.
+func (c *Config) HiddenEnv() []string {
+	return append(models.KeyEnvs(c.Models), c.Shell.HideEnv...)
 }
 
 // MCPConfig is the [mcp] table.
@@ -295,7 +314,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -362,6 +381,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limits.dataBytes is %d: set it to a size in bytes, or leave it out for 262144", c.Limits.DataBytes)
 	case c.Limits.DataUpdatesPerSec < 0:
 		return fmt.Errorf("limits.dataUpdatesPerSec is %g: set it to more than 0, or leave it out for 10", c.Limits.DataUpdatesPerSec)
+	}
+	for i, p := range c.Shell.HideEnv {
+		if err := tool.CheckEnvPattern(p); err != nil {
+			return fmt.Errorf("shell.hide_env[%d]: %w", i, err)
+		}
 	}
 	for i, dir := range c.Workspace.Extra {
 		if !filepath.IsAbs(dir) {

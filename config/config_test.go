@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,19 @@ func TestLoad(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "shell hide_env",
+			file: "[models.work]\nprovider = \"anthropic\"\nmodel = \"m\"\nkey_env = \"WORK_KEY\"\n[shell]\nhide_env = [\"GITHUB_TOKEN\", \"AWS_*\"]\n",
+			check: func(t *testing.T, c config.Config) {
+				want := []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "WORK_KEY", "GITHUB_TOKEN", "AWS_*"}
+				if got := c.HiddenEnv(); !slices.Equal(got, want) {
+					t.Errorf("HiddenEnv() = %q, want %q", got, want)
+				}
+			},
+		},
+		{name: "hide_env with a bad character", file: "[shell]\nhide_env = [\"AWS-*\"]\n", wantErr: "shell.hide_env[0]"},
+		{name: "hide_env hiding PATH", file: "[shell]\nhide_env = [\"GITHUB_TOKEN\", \"*\"]\n", wantErr: "shell.hide_env[1]: \"*\" matches PATH"},
+		{name: "unknown key lists [shell]", file: "[shell]\nhide = [\"X\"]\n", wantErr: "[shell] hide_env"},
 		{name: "alias with an unknown provider", file: "[models.x]\nprovider = \"gemini\"\nmodel = \"m\"\n", wantErr: `models."x".provider`},
 		{name: "alias without a model", file: "[models.x]\nprovider = \"openai\"\n", wantErr: `models."x".model`},
 		{name: "short consent timeout", file: "[consent]\ntimeout = \"10ms\"\n", wantErr: "consent.timeout"},

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 // ParseKey splits a dotted key such as ui.placements."build-times".placement
@@ -108,11 +110,26 @@ func Set(path, key, value string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("set %s: %w", key, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(updated), 0o600); err != nil {
+	// A fresh temporary file is 0600 whatever the umask (the file may hold
+	// a base_url's credentials or an MCP server's token); a fixed name
+	// would keep the mode of a stale one left by a crash.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("set %s: %w", key, err)
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, err = f.WriteString(updated)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("set %s: %w", key, err)
+	}
+	return nil
 }
 
 // setLine returns text with key = value set in the table named by table.
@@ -183,7 +200,10 @@ func equal(a, b []string) bool {
 	return true
 }
 
-// Get returns the value of key in the configuration cfg, as TOML.
+// Get returns the value of key in the configuration cfg, as TOML. The
+// credentials of a URL in it (a base_url's user:pass@ or ?api_key=) are
+// masked as ***: what Get prints tends to be pasted and logged, and the
+// file itself still holds them.
 func Get(cfg Config, key string) (string, error) {
 	parts, err := ParseKey(key)
 	if err != nil {
@@ -197,7 +217,7 @@ func Get(cfg Config, key string) (string, error) {
 	if _, err := toml.Decode(b.String(), &tree); err != nil {
 		return "", err
 	}
-	var cur any = tree
+	var cur any = maskURLs(tree)
 	for _, p := range parts {
 		m, ok := cur.(map[string]any)
 		if !ok {
@@ -219,4 +239,26 @@ func Get(cfg Config, key string) (string, error) {
 		return "", err
 	}
 	return strings.TrimPrefix(strings.TrimRight(out.String(), "\n"), "v = "), nil
+}
+
+// maskURLs masks the credentials of the URLs in the string values of a
+// decoded TOML tree, in place, and returns it.
+func maskURLs(v any) any {
+	switch v := v.(type) {
+	case string:
+		return redact.Text(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = maskURLs(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = maskURLs(e)
+		}
+	case []map[string]any:
+		for _, e := range v {
+			maskURLs(e)
+		}
+	}
+	return v
 }

@@ -97,3 +97,26 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// TestGetMasksURLCredentials: Get names a base_url with its password and
+// key masked, whether asked for the key or for its table.
+func TestGetMasksURLCredentials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orrery.toml")
+	file := "[models.proxy]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"https://alice:pw-canary@proxy.example/v1?api_key=qk-canary&v=2\"\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"models.proxy.base_url", "models.proxy", "models"} {
+		v, err := config.Get(cfg, key)
+		if err != nil || strings.Contains(v, "canary") || !strings.Contains(v, "https://***@proxy.example/v1?api_key=***&v=2") {
+			t.Errorf("Get(%s) = %q, %v; want the URL with its credentials masked", key, v, err)
+		}
+	}
+	if cfg.Models["proxy"].BaseURL != "https://alice:pw-canary@proxy.example/v1?api_key=qk-canary&v=2" {
+		t.Errorf("after Get, BaseURL = %q, want it unchanged", cfg.Models["proxy"].BaseURL)
+	}
+}

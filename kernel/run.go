@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool"
 )
@@ -225,8 +226,11 @@ func (s *Session) finishRun(r *run, res agent.Result) bool {
 	return true
 }
 
+// errorTerminal is a run's RUN_ERROR. Its message is logged and sent to
+// every client, so a URL in it (a provider's error naming its base URL)
+// has its credentials masked, whichever provider or runner made it.
 func errorTerminal(code, msg string) *protocol.RunError {
-	return &protocol.RunError{Message: msg, Code: code}
+	return &protocol.RunError{Message: redact.Text(msg), Code: code}
 }
 
 // workspace is where the session's tools work: its cwd, or the kernel's

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -27,7 +28,10 @@ func (s *Server) ServePipe(ctx context.Context, path string) error {
 	return s.ServePipeListener(ctx, ln)
 }
 
-// ListenPipe makes the Unix socket at path with mode 0600.
+// ListenPipe makes the Unix socket at path with mode 0600. The socket is
+// bound in a fresh directory only this user may enter, made 0600 there, and
+// only then linked at path, so nobody can connect to it while it still has
+// the umask's mode. Closing the listener removes path.
 func ListenPipe(path string) (net.Listener, error) {
 	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
@@ -36,15 +40,52 @@ func ListenPipe(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale pipe %s: %w", path, err)
 	}
-	ln, err := net.Listen("unix", path)
+	private, err := os.MkdirTemp(filepath.Dir(path), ".p")
 	if err != nil {
 		return nil, fmt.Errorf("listen on pipe %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on pipe %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("make pipe %s private: %w", path, err)
 	}
-	return ln, nil
+	// A link fails when path exists: a process that made it since the
+	// check above keeps it. Where sockets cannot be linked, a rename does.
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			ln.Close()
+			return nil, fmt.Errorf("pipe %s is in use by another process: stop it, or pick another name with --pipe", path)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen on pipe %s: %w", path, err)
+		}
+	}
+	return &pipeListener{UnixListener: ln, addr: &net.UnixAddr{Name: path, Net: "unix"}}, nil
+}
+
+// pipeListener is a socket bound under another name and moved to addr: its
+// Addr is addr, and Close removes addr's file.
+type pipeListener struct {
+	*net.UnixListener
+	addr   *net.UnixAddr
+	remove sync.Once
+}
+
+// Addr returns the socket's path.
+func (l *pipeListener) Addr() net.Addr { return l.addr }
+
+// Close stops listening and removes the socket file, once.
+func (l *pipeListener) Close() error {
+	err := l.UnixListener.Close()
+	l.remove.Do(func() { os.Remove(l.addr.Name) })
+	return err
 }
 
 // ServePipeListener serves pipe connections accepted from ln.

@@ -30,9 +30,12 @@ const shellUsage = `{"command": "…", "timeout_ms"?: 120000}`
 // runs in its own process group, which is killed whole (SIGKILL) when the
 // call times out or its context ends. Its stdout and stderr go to
 // Call.Stream as they arrive and come back, interleaved, in the result.
+// The command gets Orrery's environment without its secrets (see HideEnv),
+// since whatever it prints is logged.
 //
 // The zero Shell uses the defaults: a 120 s timeout, at most 600 s on
-// request, and 30 000 bytes of output kept.
+// request, and 30 000 bytes of output kept; it hides only the variables
+// whose values are URLs with credentials.
 type Shell struct {
 	// Timeout is the time a command may run when the call gives no
 	// timeout_ms; zero means DefaultShellTimeout.
@@ -44,6 +47,12 @@ type Shell struct {
 	// its tail, with a line saying how much was cut between); zero means
 	// DefaultShellMaxOutput. Stream still receives everything.
 	MaxOutput int
+	// HideEnv names the variables of Orrery's environment a command does
+	// not get, such as the model providers' keys: names or patterns as
+	// MatchEnv reads them (GITHUB_TOKEN, AWS_*). PATH and HOME are always
+	// passed. Whatever HideEnv says, a variable whose value holds a URL
+	// with credentials (https://user:pass@host, ?api_key=…) is not.
+	HideEnv []string
 }
 
 func (s Shell) timeout() time.Duration {
@@ -75,7 +84,8 @@ func (s Shell) Spec() Spec {
 		ShellSubject: true,
 		Description: fmt.Sprintf("Runs a shell command with /bin/sh -c in the workspace root and returns its combined stdout and stderr, then its exit status. "+
 			"The command times out after %s unless timeout_ms says otherwise (at most %d ms); on timeout its whole process group is killed. "+
-			"Long output keeps its first and last %d bytes. To leave something running, start it in the background with its output redirected to a file.",
+			"Long output keeps its first and last %d bytes. To leave something running, start it in the background with its output redirected to a file. "+
+			"Variables that hold secrets (model API keys, URLs with credentials, and those configured as hidden) are left out of its environment.",
 			s.timeout(), maxMS, s.maxOutput()/2),
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"command":{"type":"string","minLength":1,"description":"The command line, run by /bin/sh -c in the workspace root."},`+
@@ -139,7 +149,7 @@ func (s Shell) Call(ctx context.Context, c Call) (Result, error) {
 
 	cmd := exec.CommandContext(runCtx, "/bin/sh", "-c", *a.Command)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+	cmd.Env = s.environ(os.Environ())
 	ownProcessGroup(cmd)
 	cmd.WaitDelay = shellWaitDelay
 	out := &outputBuffer{limit: s.maxOutput(), stream: c.Stream}

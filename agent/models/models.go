@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,6 +47,20 @@ const (
 	AnthropicKeyEnv  = "ANTHROPIC_API_KEY"
 	AnthropicBaseEnv = "ANTHROPIC_BASE_URL"
 )
+
+// KeyEnvs names the environment variables the models' keys come from:
+// OPENAI_API_KEY, ANTHROPIC_API_KEY and each alias's key_env, sorted, each
+// once. Their values are secrets, which no tool's output should carry.
+func KeyEnvs(aliases map[string]Alias) []string {
+	names := []string{OpenAIKeyEnv, AnthropicKeyEnv}
+	for _, a := range aliases {
+		if a.KeyEnv != "" {
+			names = append(names, a.KeyEnv)
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
 
 // Alias is one [models.<alias>] table of config.
 type Alias struct {

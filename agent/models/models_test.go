@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +80,34 @@ func TestAuto(t *testing.T) {
 		spec, why := models.Auto(tt.env)
 		if spec != tt.want || why == "" {
 			t.Errorf("Auto() = %q, %q; want %q and a reason", spec, why, tt.want)
+		}
+	}
+}
+
+func TestKeyEnvs(t *testing.T) {
+	got := models.KeyEnvs(map[string]models.Alias{
+		"work":  {Provider: "anthropic", Model: "m", KeyEnv: "WORK_KEY"},
+		"other": {Provider: "openai", Model: "m", KeyEnv: "OPENAI_API_KEY"},
+		"local": {Provider: "openai", Model: "m"},
+	})
+	if want := []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "WORK_KEY"}; !slices.Equal(got, want) {
+		t.Errorf("KeyEnvs() = %q, want %q", got, want)
+	}
+}
+
+// TestResolveMasksBaseURL: an alias whose base_url cannot be used is
+// refused naming the URL with its credentials masked.
+func TestResolveMasksBaseURL(t *testing.T) {
+	for _, provider := range []string{"openai", "anthropic"} {
+		r := &models.Resolver{Aliases: map[string]models.Alias{
+			"proxy": {Provider: provider, Model: "m", BaseURL: "ftp://alice:pw-canary@proxy.example/v1?key=qk-canary"},
+		}, Getenv: env()}
+		_, err := r.Resolve("proxy")
+		if err == nil {
+			t.Fatalf("Resolve(proxy) with %s = nil error, want one", provider)
+		}
+		if s := err.Error(); strings.Contains(s, "canary") || !strings.Contains(s, "proxy.example") {
+			t.Errorf("Resolve(proxy) with %s = %q, want the URL named with its credentials masked", provider, s)
 		}
 	}
 }

@@ -86,8 +86,11 @@ type embedded struct {
 }
 
 // openKernel opens the store in cfg's data dir and starts a kernel on it,
-// closing any run a dead process left in flight. Tools work in the current
-// directory unless a session names its own cwd. opts adjust the kernel's
+// closing any run a dead process left in flight; it warns when the data
+// dir or its files are open to other users (warnOpenModes). Tools work in
+// the current directory unless a session names its own cwd; the shell
+// tool's commands get Orrery's environment without the models' keys and
+// shell.hide_env (config.HiddenEnv). opts adjust the kernel's
 // config last (orrery run's --yes). With withProcs it starts the configured
 // MCP servers, whose tools the model finds with tools.search (a server that
 // fails to start is reported and left out), and the extensions found in the
@@ -109,6 +112,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
 	}
+	warnOpenModes(log, cfg)
 	cwd, err := os.Getwd()
 	if err != nil {
 		st.Close()
@@ -118,7 +122,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Store:          st,
 		Models:         agents.resolve,
 		DefaultModel:   cfg.Agent.Model,
-		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
+		Tools:          tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{HideEnv: cfg.HiddenEnv()})...)...),
 		Prices:         agent.DefaultPrices.Merge(cfg.Prices),
 		Permissions:    cfg.Permissions.UI(),
 		Consent:        cfg.Permissions.Rules,

@@ -15,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -85,9 +86,12 @@ type appendReq struct {
 }
 
 // Open opens (creating when missing) the log at path and starts its writer.
+// A directory it makes for path is private (0700), and a database file it
+// makes is 0600 whatever the umask, as are the -wal and -shm files SQLite
+// makes beside it; an existing file keeps its mode.
 func Open(path string) (*Log, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if err := makePrivate(path); err != nil {
+		return nil, err
 	}
 	l := &Log{
 		path:     path,
@@ -125,6 +129,37 @@ func Open(path string) (*Log, error) {
 	l.wg.Add(1)
 	go l.writeLoop()
 	return l, nil
+}
+
+// makePrivate makes path's directory (0700) and an empty database file
+// (0600) when they are missing, with those modes whatever the umask. SQLite
+// itself would make the file 0644 less the umask; it gives the -wal and
+// -shm files it makes the database file's mode, so they are 0600 too.
+func makePrivate(path string) error {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }
 
 func openDB(path string, conns int) (*sql.DB, error) {

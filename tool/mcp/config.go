@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 // ServerConfig is one [mcp.servers.<name>] table of the config: either a
@@ -63,7 +65,7 @@ func (c ServerConfig) Validate() error {
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("url %q is not an http or https URL; write it as http://host:port/path", c.URL)
+		return fmt.Errorf("url %q is not an http or https URL; write it as http://host:port/path", redact.URL(c.URL))
 	}
 	for k := range c.Headers {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {

@@ -28,6 +28,7 @@ func TestValidate(t *testing.T) {
 		{"not a url", orrerymcp.ServerConfig{URL: "localhost:8931"}, "write it as http://host:port/path"},
 		{"ws url", orrerymcp.ServerConfig{URL: "ws://h/mcp"}, "not an http or https URL"},
 		{"no host", orrerymcp.ServerConfig{URL: "http:///mcp"}, "not an http or https URL"},
+		{"ws url with credentials", orrerymcp.ServerConfig{URL: "ws://u:pw@h/mcp?token=t"}, `"ws://***@h/mcp?token=***" is not an http or https URL`},
 		{"bad env name", orrerymcp.ServerConfig{Command: "x", Env: map[string]string{"A=B": "c"}}, "invalid variable name"},
 		{"bad header name", orrerymcp.ServerConfig{URL: "http://h/mcp", Headers: map[string]string{"Bad Name": "c"}}, "invalid header name"},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 var _ agent.Provider = (*Provider)(nil)
@@ -86,7 +87,7 @@ type Config struct {
 type Provider struct {
 	client     sdk.Client
 	model      string
-	baseURL    string // as configured, for messages; "" for DefaultBaseURL
+	baseURL    string // as configured with its credentials masked, for messages; "" for DefaultBaseURL
 	maxTokens  int64
 	maxRetries int
 	thinking   sdk.ThinkingConfigParamUnion
@@ -104,7 +105,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{
 		model:      cfg.Model,
-		baseURL:    cfg.BaseURL,
+		baseURL:    redact.URL(cfg.BaseURL),
 		maxTokens:  cfg.MaxTokens,
 		maxRetries: cfg.MaxRetries,
 		signed:     make(map[string][]signedBlock),
@@ -150,7 +151,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(cfg.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("the anthropic base URL %q is not an http(s) URL: use one like %s", cfg.BaseURL, DefaultBaseURL)
+			return nil, fmt.Errorf("the anthropic base URL %q is not an http(s) URL: use one like %s", p.baseURL, DefaultBaseURL)
 		}
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 // Error codes of the *agent.Error values Stream returns.
@@ -51,11 +52,14 @@ func (p *Provider) endpoint() string {
 }
 
 // failure explains why a stream ended without its message_stop event: err
-// is the stream's error, nil when it just ended.
+// is the stream's error, nil when it just ended. The SDK's and net/http's
+// errors name the request's URL, so they are kept with its credentials
+// masked.
 func (p *Provider) failure(ctx context.Context, err error, st *streamState, resp *http.Response) error {
 	if ctx.Err() != nil {
 		return cancelled(ctx.Err())
 	}
+	err = redact.Error(err)
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		return p.apiFailure(apiErr, st.started)
@@ -108,14 +112,14 @@ func (p *Provider) apiFailure(e *sdk.Error, midStream bool) error {
 		}
 	}
 	if e.Message != "" {
-		what += ": " + e.Message
+		what += ": " + redact.Text(e.Message)
 	}
 	retried := ""
 	if !midStream && p.maxRetries > 0 {
 		retried = fmt.Sprintf(", retried %d times", p.maxRetries)
 	}
 	fail := func(code, format string, args ...any) error {
-		return &agent.Error{Code: code, Message: fmt.Sprintf(format, args...), Err: e}
+		return &agent.Error{Code: code, Message: fmt.Sprintf(format, args...), Err: redact.Error(e)}
 	}
 	switch {
 	case typ == "authentication_error" || status == http.StatusUnauthorized:

@@ -13,6 +13,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 // Error codes of the *agent.Error values New and Stream return.
@@ -33,11 +34,13 @@ const (
 )
 
 // requestError turns a failed request (after the SDK's retries) into an
-// *agent.Error that says what to do.
+// *agent.Error that says what to do. The SDK's and net/http's errors name
+// the request's URL, so they are kept with its credentials masked.
 func (p *Provider) requestError(ctx context.Context, err error) error {
 	if isCancel(ctx) {
 		return cancelled(ctx, err)
 	}
+	err = redact.Error(err)
 	var apiErr *oai.Error
 	if errors.As(err, &apiErr) {
 		return p.statusError(apiErr.StatusCode, apiErr.Code, apiErr.Message, err)
@@ -57,7 +60,7 @@ func (p *Provider) requestError(ctx context.Context, err error) error {
 
 // statusError explains an HTTP error status.
 func (p *Provider) statusError(status int, code, detail string, err error) error {
-	detail = strings.TrimSpace(detail)
+	detail = redact.Text(strings.TrimSpace(detail))
 	if detail == "" {
 		detail = http.StatusText(status)
 	}
@@ -107,6 +110,7 @@ func streamError(raw []byte, base string) error {
 			msg = s
 		}
 	}
+	msg = redact.Text(msg)
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 var _ agent.Provider = (*Provider)(nil)
@@ -70,7 +71,7 @@ type Config struct {
 // endpoint. It is safe for concurrent use.
 type Provider struct {
 	cfg     Config
-	base    string // the API root, for messages
+	base    string // the API root with its credentials masked, for messages
 	openAI  bool   // the endpoint is OpenAI's own API
 	retries int
 	svc     oai.ChatCompletionService
@@ -90,8 +91,8 @@ func New(cfg Config) (*Provider, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &agent.Error{Code: CodeError, Err: err,
-			Message: fmt.Sprintf("the OpenAI base URL %q is not an http(s) URL: give the API root, such as http://localhost:11434/v1", cfg.BaseURL)}
+		return nil, &agent.Error{Code: CodeError, Err: redact.Error(err),
+			Message: fmt.Sprintf("the OpenAI base URL %q is not an http(s) URL: give the API root, such as http://localhost:11434/v1", redact.URL(cfg.BaseURL))}
 	}
 	openAI := strings.EqualFold(u.Hostname(), "api.openai.com")
 	if openAI && cfg.APIKey == "" {
@@ -122,7 +123,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	return &Provider{
 		cfg:     cfg,
-		base:    strings.TrimSuffix(base, "/"),
+		base:    redact.URL(strings.TrimSuffix(base, "/")),
 		openAI:  openAI,
 		retries: retries,
 		// A service built directly, not through oai.NewClient, reads no

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/redact"
 )
 
 // streamState turns one streamed answer into Deltas.
@@ -73,6 +74,7 @@ func (s *streamState) read(ctx context.Context, res *http.Response) error {
 		if isCancel(ctx) {
 			return cancelled(ctx, err)
 		}
+		err = redact.Error(err)
 		return &agent.Error{Code: CodeUnavailable, Err: err,
 			Message: fmt.Sprintf("reading the answer from %s failed (%v); try again", s.base, err)}
 	}
