@@ -419,6 +419,32 @@ func TestPermissionShellLine(t *testing.T) {
 	})
 }
 
+// TestPermissionArgv: an agent's execute command given as an argv is
+// judged as the line it runs, each word quoted: a deny rule sees the
+// command inside sh -c, and a word with a space stays one word.
+func TestPermissionArgv(t *testing.T) {
+	rules := consent.Rules{Allow: []string{"shell(git status*)"}, Deny: []string{"shell(rm -rf*)"}}
+	for _, tc := range []struct {
+		argv, part string
+		denied     bool
+	}{
+		{`["sh","-c","rm -rf x"]`, "rm -rf x", true},
+		{`["git","status","; touch pwned"]`, "", false},
+	} {
+		t.Run(tc.argv, func(t *testing.T) {
+			e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
+			tr := e.start(t, kernel.SendInput{Text: "argv " + tc.argv}, consentClient)
+			tr.end()
+			if got := text(tr.events); tc.denied && got == "chose yes" || !tc.denied && got != "chose yes" {
+				t.Errorf("argv %s: text = %q, want denied %v", tc.argv, got, tc.denied)
+			}
+			if n := len(customs(tr.events, kernel.ConsentRequestedEvent)); n > 0 {
+				t.Errorf("argv %s: %d questions placed, want the rules to decide", tc.argv, n)
+			}
+		})
+	}
+}
+
 func TestCancelDuringPermission(t *testing.T) {
 	e := newEnv(t, nil)
 	tr := e.start(t, kernel.SendInput{Text: "wait"}, consentClient)

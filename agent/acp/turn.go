@@ -490,9 +490,11 @@ func (t *turn) question(u updateFields, opts []permissionOption, raw json.RawMes
 		case string:
 			q.Subject = c
 		case []any:
+			// An argv: each word quoted, so the rules read the line the
+			// agent will run (["sh","-c","rm -rf x"] is sh -c 'rm -rf x').
 			parts := make([]string, 0, len(c))
 			for _, p := range c {
-				parts = append(parts, fmt.Sprint(p))
+				parts = append(parts, shellQuote(fmt.Sprint(p)))
 			}
 			q.Subject = strings.Join(parts, " ")
 		}
@@ -552,4 +554,17 @@ func (t *turn) relPath(u updateFields) string {
 
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// shellQuote quotes w for a POSIX shell as shlex.quote does: a word of
+// only safe characters as it is, anything else in single quotes, which a
+// shell reads literally.
+func shellQuote(w string) string {
+	safe := w != "" && !strings.ContainsFunc(w, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r))
+	})
+	if safe {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }

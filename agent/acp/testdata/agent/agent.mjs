@@ -5,6 +5,7 @@
 //   tool        a tool call with a diff, permission asked; allowed or rejected
 //   unannounced a permission for a tool call never announced
 //   execute     a permission to run the rest of the prompt as a command line
+//   argv        the same, with the rest of the prompt a JSON array: an argv
 //   wait        a permission that stays pending until the turn is cancelled
 //   withdraw    a permission the agent withdraws with $/cancel_request
 //   unknown     an update variant the schema does not know, kept raw
@@ -123,6 +124,15 @@ const app = agent({ name: "orrery-test-agent" })
           await update({ sessionUpdate: "tool_call", toolCallId: "call_e", title: "Run a command", kind: "execute",
             status: "pending", rawInput: { command } });
           const res = await ask({ toolCallId: "call_e" });
+          if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
+          await say(`chose ${res.outcome.optionId}`);
+          return { stopReason: "end_turn" };
+        }
+        case "argv": {
+          const command = JSON.parse(first.slice("argv ".length));
+          await update({ sessionUpdate: "tool_call", toolCallId: "call_v", title: "Run a command", kind: "execute",
+            status: "pending", rawInput: { command } });
+          const res = await ask({ toolCallId: "call_v" });
           if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
           await say(`chose ${res.outcome.optionId}`);
           return { stopReason: "end_turn" };
