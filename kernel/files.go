@@ -414,7 +414,7 @@ func (s *Session) checkFileParts(ctx context.Context, in SendInput) error {
 	}
 	for _, file := range paths {
 		if file == "" {
-			return &RequestError{Msg: "an attachment names an empty path: attach a file of the session's workspace, such as src/main.go"}
+			continue // names nothing: an agent drops it
 		}
 		if _, err := w.Resolve(file); err != nil {
 			return &RequestError{Msg: fmt.Sprintf("attachment %s is outside the session's workspace (%s): attach a file inside it", prose.Quote(file), w.Root)}

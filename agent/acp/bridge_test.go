@@ -587,9 +587,20 @@ func TestBadAndLateOutput(t *testing.T) {
 
 func TestPromptAttachments(t *testing.T) {
 	e := newEnv(t, nil)
+	cwd, _ := os.Getwd()
+	abs := filepath.Join(cwd, "testdata", "x.txt")
+	// A file outside the workspace is refused before the agent is handed
+	// it, whichever way it is named.
+	for _, outside := range []string{"file:///abs/x.txt", "file://" + filepath.Dir(cwd) + "/x.txt"} {
+		_, err := e.s.Send(context.Background(), kernel.SendInput{Text: "echo", Attachments: []protocol.ContentPart{
+			{Type: "document", Source: &protocol.Source{Type: "url", Value: outside}}}})
+		if err == nil || !strings.Contains(err.Error(), "outside the session's workspace") {
+			t.Errorf("Send() attaching %s = %v, want refused: outside the workspace", outside, err)
+		}
+	}
 	atts := []protocol.ContentPart{
 		{Type: "document", Source: &protocol.Source{Type: "path", Value: "src/main.go"}, Metadata: json.RawMessage(`{"name":"main"}`)},
-		{Type: "document", Source: &protocol.Source{Type: "url", Value: "file:///abs/x.txt"}},
+		{Type: "document", Source: &protocol.Source{Type: "url", Value: "file://" + abs}},
 		{Type: "document", Source: &protocol.Source{Type: "path", Value: ""}},
 	}
 	tr := e.start(t, kernel.SendInput{Text: "echo @main", Attachments: atts}, kernel.Caller{})
@@ -598,11 +609,10 @@ func TestPromptAttachments(t *testing.T) {
 	if err := json.Unmarshal([]byte(text(tr.events)), &blocks); err != nil {
 		t.Fatalf("echo = %q: %v", text(tr.events), err)
 	}
-	cwd, _ := os.Getwd()
 	want := []map[string]string{
 		{"type": "text", "text": "echo @main"},
 		{"type": "resource_link", "uri": "file://" + filepath.Join(cwd, "src/main.go"), "name": "main"},
-		{"type": "resource_link", "uri": "file:///abs/x.txt", "name": "/abs/x.txt"},
+		{"type": "resource_link", "uri": "file://" + abs, "name": abs},
 	}
 	if len(blocks) != len(want) {
 		t.Fatalf("prompt blocks = %v, want %v", blocks, want)
