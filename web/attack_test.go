@@ -59,9 +59,11 @@ function body(s) {
 }
 
 // A no-cors fetch: no preflight, and an opaque answer the page cannot read.
+// A Content-Type it names that is not a simple one is dropped.
 async function noCors(s) {
   const init = { method: s.method, mode: "no-cors", credentials: "include", cache: "no-store" };
   if (s.method === "POST") init.body = body(s);
+  if (s.enc === "json") init.headers = { "Content-Type": "application/json" };
   try {
     const res = await fetch(s.url, init);
     return "answered, " + res.type;
@@ -265,7 +267,7 @@ type step struct {
 	Kind   string   `json:"kind"`
 	Method string   `json:"method,omitempty"`
 	URL    string   `json:"url"`
-	Enc    string   `json:"enc,omitempty"` // the body's encoding: text, urlencoded, multipart, or a form's enctype
+	Enc    string   `json:"enc,omitempty"` // the body's encoding: text, json (text, naming JSON), urlencoded, multipart, or a form's enctype
 	Name   string   `json:"name,omitempty"`
 	Value  string   `json:"value,omitempty"` // the body is Name=Value
 	Send   []string `json:"send,omitempty"`  // ws: the messages sent once open
@@ -352,6 +354,7 @@ type channel struct {
 
 var channels = []channel{
 	{name: "fetch-text", kind: "fetch", enc: "text", method: "POST"},
+	{name: "fetch-json-header", kind: "fetch", enc: "json", method: "POST"},
 	{name: "fetch-urlencoded", kind: "fetch", enc: "urlencoded", method: "POST"},
 	{name: "fetch-multipart", kind: "fetch", enc: "multipart", method: "POST"},
 	{name: "form-text", kind: "form", enc: "text/plain", method: "POST"},
@@ -459,12 +462,13 @@ func crossOriginAttacks(t *testing.T, label, base, origin, target, canaries stri
 
 // seenRequest is what the rig's server saw of one request.
 type seenRequest struct {
-	method, path, mark, host, origin, site string
-	status                                 int
+	method, path, mark, host, origin, site, ctype string
+	status                                        int
 }
 
 func (s seenRequest) String() string {
-	return fmt.Sprintf("%s %s (attack=%s, Host %s, Origin %q, Sec-Fetch-Site %q) → %d", s.method, s.path, s.mark, s.host, s.origin, s.site, s.status)
+	return fmt.Sprintf("%s %s (attack=%s, Host %s, Origin %q, Sec-Fetch-Site %q, Content-Type %q) → %d",
+		s.method, s.path, s.mark, s.host, s.origin, s.site, s.ctype, s.status)
 }
 
 // requestLog records every request the rig's server answered.
@@ -477,7 +481,7 @@ func (l *requestLog) add(r *http.Request, status int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reqs = append(l.reqs, seenRequest{method: r.Method, path: r.URL.Path, mark: r.URL.Query().Get("attack"), host: r.Host,
-		origin: r.Header.Get("Origin"), site: r.Header.Get("Sec-Fetch-Site"), status: status})
+		origin: r.Header.Get("Origin"), site: r.Header.Get("Sec-Fetch-Site"), ctype: r.Header.Get("Content-Type"), status: status})
 }
 
 // since returns the requests after the first n.
@@ -835,7 +839,7 @@ func TestAttackerPageCannotCrossTheBoundary(t *testing.T) {
 				t.Errorf("no request said Sec-Fetch-Site: %s, want the page's requests to be %s", leg.site, leg.site)
 			}
 			// The bodies that are JSON reached the server whole.
-			for _, ch := range []string{"fetch-text", "form-text", "null-fetch", "null-form"} {
+			for _, ch := range []string{"fetch-text", "fetch-json-header", "form-text", "null-fetch", "null-form"} {
 				for _, p := range []string{"agent", "model", "send"} {
 					if mark := "attack=" + leg.label + "-" + ch + "-" + p; !sentWith(r, mark) {
 						t.Errorf("the rig recorded no JSON body of POST /control holding %s, want the whole body received", mark)
