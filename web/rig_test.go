@@ -24,6 +24,7 @@ import (
 	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
+	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/internal/logbuf"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
@@ -92,6 +93,15 @@ type rigOptions struct {
 	// acp serves the model "acp:test" with the ACP test agent
 	// (agent/acp/testdata/agent), a real node process.
 	acp bool
+	// armed leaves the trust boundary as the only defence, as on a machine
+	// where every client is trusted to run commands: a request may name
+	// any spec ([server] allow_agent_commands), an acp:COMMAND spec runs
+	// COMMAND with sh -c, and [permissions] allows every shell call of
+	// touch. A request that got past the boundary could run a command.
+	armed bool
+	// seen, when set, is told of every request with the status the server
+	// answered, before the answer's first byte is sent.
+	seen func(req *http.Request, status int)
 }
 
 // acpAgentDir holds the ACP test agent.
@@ -152,20 +162,31 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 		t.Fatalf("sqlite.Open() = %v, want nil", err)
 	}
 	resolve := offlineOnly
+	if opts.armed {
+		resolve = shAgents(t, log)
+	}
 	if opts.acp {
 		a := acpTestAgent(t, &r.k)
+		next := resolve
 		resolve = func(spec string) (agent.Provider, error) {
 			if spec == "acp:test" {
 				return a, nil
 			}
-			return offlineOnly(spec)
+			return next(spec)
 		}
+	}
+	var rules consent.Rules
+	policy := models.RequestPolicy{Defined: []string{"acp:test"}}
+	if opts.armed {
+		rules.Allow = []string{"shell(touch *)"}
+		policy.AllowCommands = true
 	}
 	r.k = kernel.New(kernel.Config{
 		Store: st, Models: resolve, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools:     tool.NewSet(append([]tool.Tool{tool.Clock{}, tool.Echo{}}, tool.Coding(tool.Shell{})...)...),
 		Workspace: tool.Workspace{Root: r.workspace},
 		Intents:   intentSink(r.intents),
+		Consent:   rules,
 	})
 	if err := r.k.Open(context.Background()); err != nil {
 		st.Close()
@@ -177,7 +198,7 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 	// The ACP test agent is named as a kernel started with --agent
 	// acp:test would define it.
 	r.srv = server.New(server.Config{Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "web-test", KeepAlive: time.Second,
-		CheckSpec: models.RequestPolicy{Defined: []string{"acp:test"}}.Check})
+		CheckSpec: policy.Check})
 	r.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.urls = append(r.urls, req.URL.String())
@@ -202,6 +223,12 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 		if opts.remote {
 			req.RemoteAddr = "203.0.113.7:40000"
 		}
+		if opts.seen != nil {
+			sw := &statusWriter{ResponseWriter: w, tell: func(status int) { opts.seen(req, status) }}
+			r.srv.ServeHTTP(sw, req)
+			sw.report(http.StatusOK) // a handler that wrote nothing is answered 200
+			return
+		}
 		r.srv.ServeHTTP(w, req)
 	}))
 	t.Cleanup(func() {
@@ -214,6 +241,66 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 		st.Close()
 	})
 	return r
+}
+
+// statusWriter tells the status of an answer once, when its header is
+// written, so whoever has seen the answer arrive finds it told. Unwrap
+// leaves flushing and hijacking to the writer below.
+type statusWriter struct {
+	http.ResponseWriter
+	told bool
+	tell func(status int)
+}
+
+func (w *statusWriter) report(status int) {
+	if !w.told {
+		w.told = true
+		w.tell(status)
+	}
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.report(status)
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.report(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// shAgents resolves every acp:COMMAND spec as an ACP agent whose process
+// is sh -c COMMAND, and every other spec as offlineOnly does. The agents
+// are stopped when the test ends, and log to log.
+func shAgents(t *testing.T, log *slog.Logger) func(string) (agent.Provider, error) {
+	var mu sync.Mutex
+	var agents []*acp.Agent
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range agents {
+			_ = a.Close(ctx)
+		}
+	})
+	return func(spec string) (agent.Provider, error) {
+		line, ok := strings.CutPrefix(spec, "acp:")
+		if !ok {
+			return offlineOnly(spec)
+		}
+		a, err := acp.New(acp.Config{Name: line, Command: "sh", Args: []string{"-c", line},
+			CancelTimeout: time.Second, StopTimeout: time.Second, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		agents = append(agents, a)
+		mu.Unlock()
+		return a, nil
+	}
 }
 
 // sent returns the requests of kind t the page sent to POST /control.
@@ -263,8 +350,9 @@ func chromium(t *testing.T) string {
 }
 
 // browser starts a headless Chromium at width×height and returns a tab.
-// Console errors and uncaught exceptions of the page are logged.
-func browser(t *testing.T, width, height int) context.Context {
+// Console errors and uncaught exceptions of the page are logged. flags are
+// added to the command line, such as chromedp.Flag("proxy-server", …).
+func browser(t *testing.T, width, height int, flags ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium(t)),
@@ -277,6 +365,7 @@ func browser(t *testing.T, width, height int) context.Context {
 		chromedp.WindowSize(width, height),
 		chromedp.UserDataDir(t.TempDir()),
 	}
+	opts = append(opts, flags...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() {
