@@ -89,7 +89,7 @@ func TestMentionAttachesWorkspaceFile(t *testing.T) {
 	if got := evalJS[string](t, ctx, `document.getElementById("prompt").value`); got != "summarize @notes.txt " {
 		t.Errorf("the prompt after choosing = %q, want %q", got, "summarize @notes.txt ")
 	}
-	run(t, ctx, "send it", chromedp.KeyEvent("\r"))
+	run(t, ctx, "send it", enterKey())
 	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
 
 	sends := r.sent("run.send")
@@ -178,7 +178,7 @@ func TestMentionMatchesFuzzily(t *testing.T) {
 	if got := evalJS[string](t, ctx, `document.getElementById("prompt").value`); got != "look at @server/control.go " {
 		t.Errorf("the prompt after choosing = %q, want %q", got, "look at @server/control.go ")
 	}
-	run(t, ctx, "send it", chromedp.KeyEvent("\r"))
+	run(t, ctx, "send it", enterKey())
 	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
 	sends := r.sent("run.send")
 	if len(sends) != 1 {
@@ -219,7 +219,7 @@ func TestAgentCommandsInSlashPicker(t *testing.T) {
 
 	// The agent's first turn delivers its available_commands_update.
 	typeInPrompt(t, ctx, "text please")
-	run(t, ctx, "send", chromedp.KeyEvent("\r"))
+	run(t, ctx, "send", enterKey())
 	until(t, ctx, "the agent answered", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("Hello, world."))`)
 	until(t, ctx, "the commands have arrived", `window.orrery.view.commands.some(c => c.name === "test")`)
 
@@ -230,7 +230,7 @@ func TestAgentCommandsInSlashPicker(t *testing.T) {
 		t.Errorf("the / picker = %q, want /test with its description, marked agent", got)
 	}
 	screenshot(t, ctx, "agent-commands", "the / picker offering the ACP agent's /test command")
-	run(t, ctx, "take it and send it", chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"))
+	run(t, ctx, "take it and send it", chromedp.KeyEvent("\t"), enterKey())
 	until(t, ctx, "the agent got /test as its prompt", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("unknown scenario /test"))`)
 	sends := r.sent("run.send")
 	if len(sends) != 2 || sends[1]["input"].(map[string]any)["text"] != "/test" {

@@ -29,6 +29,10 @@ func press(t *testing.T, ctx context.Context, key string, mods ...chromedp.Modif
 	if len(mods) > 0 {
 		opts = append(opts, chromedp.KeyModifiers(mods...))
 	}
+	if key == "\r" && len(mods) == 0 {
+		run(t, ctx, "press Enter", enterKey())
+		return
+	}
 	run(t, ctx, fmt.Sprintf("press %q", key), chromedp.KeyEvent(key, opts...))
 }
 

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/getorrery/orrery/agent"
@@ -463,4 +465,23 @@ func prompt(t *testing.T, ctx context.Context, text string) {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// enterKey presses Enter as a keyboard does: one keyDown that carries its
+// text, so a page that prevents the keydown gets no newline.
+// chromedp.KeyEvent("\r") sends the text in a separate char event, which
+// inserts a newline into a textarea however the page handled the keydown;
+// no browser does that.
+func enterKey() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		key := input.DispatchKeyEventParams{Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13}
+		down := key
+		down.Type, down.Text, down.UnmodifiedText = input.DispatchKeyEventTypeKeyDown, "\r", "\r"
+		if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, down); err != nil {
+			return err
+		}
+		key.Type = input.DispatchKeyEventTypeKeyUp
+		_, err := cdp.Call(ctx, t, input.DispatchKeyEvent, key)
+		return err
+	})
 }

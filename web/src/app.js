@@ -724,11 +724,15 @@ async function submit() {
   const text = box.value;
   if (!text.trim()) return;
   closePicker();
+  // Cleared at once, not when the request returns: a run can finish (its
+  // frames arrive on the stream) before the reply does, and what the person
+  // typed next must not be wiped. A refused request gives the text back.
+  box.value = '';
   try {
     if (text.startsWith('/')) await slash(text);
     else await send(text);
-    box.value = '';
   } catch (err) {
+    if (!box.value) box.value = text;
     toast(err.message);
   }
 }
