@@ -61,7 +61,11 @@ func (s *Server) handleOri(w http.ResponseWriter, r *http.Request) {
 	}
 	o := &oriConn{s: s, c: c, sess: sess, caller: caller, pending: make(map[string]*oriPending)}
 	err = o.serve(ctx)
+	var ce *closeError
 	switch {
+	case errors.As(context.Cause(ctx), &ce):
+		// Its token was revoked.
+		c.Close(websocket.StatusCode(ce.code), ce.reason)
 	case err == nil, errors.Is(err, context.Canceled), websocket.CloseStatus(err) != -1:
 		c.Close(websocket.StatusNormalClosure, "")
 	default:

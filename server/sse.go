@@ -37,7 +37,24 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	rc := http.NewResponseController(w)
+	// The request is read: a stream outlives ReadTimeout.
+	_ = rc.SetReadDeadline(time.Time{})
+	return &sseWriter{w: w, rc: rc}
+}
+
+// cutOff makes w's writes fail at once when ctx ends (the client left, or
+// its token was revoked) or the server closes, so that a stream blocked on
+// a client that stopped reading ends too. It returns the function that
+// undoes the arrangement, to call before the stream's last write.
+func (s *Server) cutOff(ctx context.Context, w *sseWriter) (stop func()) {
+	cut := func() { _ = w.rc.SetWriteDeadline(time.Unix(1, 0)) }
+	stopCtx := context.AfterFunc(ctx, cut)
+	stopServer := context.AfterFunc(s.ctx, cut)
+	return func() {
+		stopCtx()
+		stopServer()
+	}
 }
 
 // AppendSSE appends f framed as one SSE event to dst. A frame with seq 0,
@@ -120,10 +137,9 @@ func (w *sseWriter) flush() error {
 // for a frame written, the subscription ends, ctx ends or the server closes.
 // It reports whether stop ended it.
 func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscription, stop func(kernel.Frame) bool) (bool, error) {
-	// Close ends every stream at once, even one blocked writing to a client
-	// that stopped reading.
-	release := context.AfterFunc(s.ctx, func() { _ = w.rc.SetWriteDeadline(time.Unix(1, 0)) })
-	defer release()
+	// Close, a revoked token or a client that left ends the stream at
+	// once, even one blocked writing to a client that stopped reading.
+	defer s.cutOff(ctx, w)()
 	n := 0
 	stopped := false
 	err := sub.Backlog(ctx, func(f kernel.Frame) error {
