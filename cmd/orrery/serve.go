@@ -24,9 +24,9 @@ import (
 // kernel, but a node listens off loopback and will not start without a
 // token to admit its clients.
 type serveCmd struct {
-	env    *env
-	node   bool
-	common commonFlags
+	env     *env
+	node    bool
+	common  commonFlags
 	listen  string
 	pipe    string
 	tlsCert string
