@@ -263,9 +263,11 @@ func connState(nc net.Conn, state http.ConnState) {
 	}
 }
 
-// bodyRead lifts the read deadline (ReadTimeout) once a request's body is
-// read: what follows is the handler's work, which may stream for hours,
-// and net/http would cancel the request when the deadline passed.
+// bodyRead lifts the read deadline (ReadTimeout) once a request's whole
+// body is read: what follows is the handler's work, which may stream for
+// hours, and net/http would cancel the request when the deadline passed.
+// A body that failed to read keeps the deadline: net/http reads what is
+// left of it after the handler, and that read must not wait for ever.
 func bodyRead(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }

@@ -307,7 +307,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 func readLimited(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, error) {
 	var b bytes.Buffer
 	_, err := b.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	bodyRead(w)
+	if err == nil {
+		bodyRead(w)
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, fmt.Errorf("the body is over the %d-byte limit: send less, or raise max_body_bytes in the [server] config", limit)

@@ -373,7 +373,9 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 // already answered.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	bodyRead(w)
+	if err == nil {
+		bodyRead(w)
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -80,6 +80,10 @@ type txRigOptions struct {
 	workspace string
 	// hub, if set, is the server's event hub.
 	hub *hub.Hub
+	// scripts lets sessions name scripted models (script:PATH).
+	scripts bool
+	// config, if set, changes the server's config before it is built.
+	config func(*server.Config)
 }
 
 // newTxRig starts a rig. The kernel has the offline model and no tools, so
@@ -107,7 +111,11 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 	if opts.wrapStore != nil {
 		kst = opts.wrapStore(st)
 	}
-	r.k = kernel.New(kernel.Config{Store: kst, Models: txOfflineOnly, DefaultModel: "offline", DebugActor: true, Logger: log,
+	resolve := txOfflineOnly
+	if opts.scripts {
+		resolve = models.Resolve
+	}
+	r.k = kernel.New(kernel.Config{Store: kst, Models: resolve, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools: opts.tools, Workspace: tool.Workspace{Root: opts.workspace}})
 	if err := r.k.Open(context.Background()); err != nil {
 		st.Close()
@@ -133,10 +141,17 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 		tb.Fatal(err)
 	}
 
-	r.srv = server.New(server.Config{
+	cfg := server.Config{
 		Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "rig",
 		MaxMessageBytes: txMaxMessage, PingInterval: -1, KeepAlive: time.Second, Hub: opts.hub,
-	})
+	}
+	if opts.scripts {
+		cfg.CheckSpec = allowScripts
+	}
+	if opts.config != nil {
+		opts.config(&cfg)
+	}
+	r.srv = server.New(cfg)
 	r.local = httptest.NewServer(r.srv)
 	r.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.RemoteAddr = simulatedRemote
