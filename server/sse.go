@@ -47,13 +47,29 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 // its token was revoked) or the server closes, so that a stream blocked on
 // a client that stopped reading ends too. It returns the function that
 // undoes the arrangement, to call before the stream's last write.
+//
+// A ResponseController must not be used once its handler returned (over
+// HTTP/2 it panics), and a cut that started may still be running when
+// stop is called: mu makes stop wait for it, and makes a later one do
+// nothing.
 func (s *Server) cutOff(ctx context.Context, w *sseWriter) (stop func()) {
-	cut := func() { _ = w.rc.SetWriteDeadline(time.Unix(1, 0)) }
+	var mu sync.Mutex // guards over
+	over := false
+	cut := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !over {
+			_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
 	stopCtx := context.AfterFunc(ctx, cut)
 	stopServer := context.AfterFunc(s.ctx, cut)
 	return func() {
 		stopCtx()
 		stopServer()
+		mu.Lock()
+		over = true
+		mu.Unlock()
 	}
 }
 
