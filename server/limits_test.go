@@ -314,7 +314,9 @@ func TestTLS(t *testing.T) {
 	}})
 	idle := r.newIdleSession(t)
 	addr := serveReal(t, r, nil)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	// HTTP/2 where it can be: SSE streams go over it, WebSockets are
+	// upgraded over HTTP/1.1.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 
 	for _, transport := range []string{client.TransportHTTP, client.TransportWS} {
 		t.Run(transport, func(t *testing.T) {
@@ -346,6 +348,36 @@ func TestTLS(t *testing.T) {
 		})
 	}
 
+	t.Run("streams over HTTP/2", func(t *testing.T) {
+		// Clients that leave mid-stream: the server cuts the stream off
+		// without touching it once its handler returned.
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/events?since=0&session="+idle, nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				cancel()
+				t.Fatalf("GET /events over TLS: %v", err)
+			}
+			if resp.ProtoMajor != 2 || resp.StatusCode != 200 {
+				t.Errorf("GET /events over TLS = %d over %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+			}
+			br := bufio.NewReader(resp.Body)
+			if line, err := br.ReadString('\n'); err != nil || (!strings.HasPrefix(line, "id: ") && !strings.HasPrefix(line, "data: ")) {
+				t.Errorf("stream %d: first line %q %v, want a frame", i, line, err)
+			}
+			cancel()
+			resp.Body.Close()
+		}
+		resp, err := hc.Get("https://" + addr + "/healthz")
+		if err != nil {
+			t.Fatalf("GET /healthz after the streams: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET /healthz after the streams = %d, want 200", resp.StatusCode)
+		}
+	})
 	t.Run("plain HTTP client", func(t *testing.T) {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
