@@ -24,6 +24,10 @@ type sseWriter struct {
 	wrote bool      // something was written since the last keepalive check
 	watch watchSet  // the state keys passed (GET /events?watch=); none by default
 	set   time.Time // when the write deadline was last moved; zero before
+
+	mu   sync.Mutex // guards cut and done, and orders the deadline's moves
+	cut  bool       // the stream was cut off: its deadline stays in the past
+	done bool       // its handler is returning: rc must not be used again
 }
 
 // maxBatchBytes is the size at which a batch is written before it ends.
@@ -46,31 +50,31 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 // cutOff makes w's writes fail at once when ctx ends (the client left, or
 // its token was revoked) or the server closes, so that a stream blocked on
 // a client that stopped reading ends too. It returns the function that
-// undoes the arrangement, to call before the stream's last write.
-//
-// A ResponseController must not be used once its handler returned (over
-// HTTP/2 it panics), and a cut that started may still be running when
-// stop is called: mu makes stop wait for it, and makes a later one do
-// nothing.
+// undoes the arrangement, to call before the handler returns: a
+// ResponseController must not be used after that (over HTTP/2 it panics),
+// and a cut that started may still be running.
 func (s *Server) cutOff(ctx context.Context, w *sseWriter) (stop func()) {
-	var mu sync.Mutex // guards over
-	over := false
-	cut := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !over {
-			_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
-		}
-	}
-	stopCtx := context.AfterFunc(ctx, cut)
-	stopServer := context.AfterFunc(s.ctx, cut)
+	stopCtx := context.AfterFunc(ctx, w.cutOff)
+	stopServer := context.AfterFunc(s.ctx, w.cutOff)
 	return func() {
 		stopCtx()
 		stopServer()
-		mu.Lock()
-		over = true
-		mu.Unlock()
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
 	}
+}
+
+// cutOff puts w's write deadline in the past for good: the write in
+// progress and every later one fail.
+func (w *sseWriter) cutOff() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.cut {
+		return
+	}
+	w.cut = true
+	_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
 }
 
 // AppendSSE appends f framed as one SSE event to dst. A frame with seq 0,
@@ -127,7 +131,12 @@ func (w *sseWriter) deadline() {
 		return
 	}
 	w.set = now
-	_ = w.rc.SetWriteDeadline(now.Add(writeTimeout))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.cut && !w.done {
+		// Once cut, a stream is never given time again.
+		_ = w.rc.SetWriteDeadline(now.Add(writeTimeout))
+	}
 }
 
 // deadlineSlack is how stale a stream's write deadline may get.
@@ -249,7 +258,7 @@ func (s *Server) live(ctx context.Context, w *sseWriter, sub *kernel.Subscriptio
 		case <-sub.Done():
 			if errors.Is(sub.Err(), kernel.ErrSlow) {
 				// A drain may be blocked on this very client: cut it off.
-				_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
+				w.cutOff()
 				_, _ = end(false)
 				return false, kernel.ErrSlow
 			}
