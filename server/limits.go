@@ -49,7 +49,6 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnContext:       connContext,
-		ConnState:         connState,
 	}
 	if s.cfg.TLS != nil {
 		hs.TLSConfig = s.cfg.TLS.Clone()
@@ -250,16 +249,6 @@ func connContext(ctx context.Context, nc net.Conn) context.Context {
 func authenticated(ctx context.Context) {
 	if c, ok := ctx.Value(connKey{}).(*trackedConn); ok {
 		c.authenticate()
-	}
-}
-
-// connState clears the write deadline a stream left on a connection that
-// goes back to waiting for a request: with no WriteTimeout, net/http never
-// moves it, and the next response on the connection would fail once it
-// passed.
-func connState(nc net.Conn, state http.ConnState) {
-	if state == http.StateIdle {
-		_ = nc.SetWriteDeadline(time.Time{})
 	}
 }
 

@@ -253,7 +253,9 @@ func New(cfg Config) *Server {
 // token, except GET /healthz, GET /ws (which may authenticate with its
 // hello instead), POST /auth (which checks the token it is given) and the
 // web client's page and assets (which hold no session data, and ask for
-// the token the other routes need).
+// the token the other routes need). A request that presented a valid
+// token is tied to it while it runs: revoking the token ends it (see
+// holdToken).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ref := s.guard.admit(r)
 	if ref != nil {
