@@ -6,6 +6,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -51,9 +52,10 @@ type Token struct {
 type Store struct {
 	path string
 
-	mu     sync.Mutex // guards tokens and raw
+	mu     sync.Mutex // guards tokens, raw and gen
 	tokens []Token
 	raw    []byte // the file's bytes when tokens were read
+	gen    uint64 // counts the times tokens changed
 }
 
 // Open returns the token store at path (tokens.json in the data dir). A
@@ -78,6 +80,9 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) reloadLocked() error {
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if s.tokens != nil || s.gen == 0 {
+			s.gen++
+		}
 		s.tokens, s.raw = nil, nil
 		return nil
 	}
@@ -95,6 +100,7 @@ func (s *Store) reloadLocked() error {
 		tokens = []Token{}
 	}
 	s.tokens, s.raw = tokens, data
+	s.gen++
 	return nil
 }
 
@@ -226,6 +232,62 @@ func (s *Store) Lookup(token string) (Token, bool) {
 		return Token{}, false
 	}
 	return tokens[found], true
+}
+
+// HasID reports whether a token with id is current. Like Lookup, it
+// re-reads the file if it changed.
+func (s *Store) HasID(id string) bool {
+	if s == nil || id == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(); err != nil {
+		return false
+	}
+	for _, t := range s.tokens {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Watch re-reads the file every interval until ctx ends, and calls changed
+// with the current tokens on its first read and whenever they changed since
+// its last call: a server ends the connections of the tokens that are gone,
+// so a token revoked by another process (orrery node token revoke) ends
+// what it opened within about one interval. A change that Lookup noticed
+// first is reported all the same. A file that cannot be read or parsed is
+// not a change (Lookup refuses every token meanwhile). changed runs on
+// Watch's goroutine; Watch returns when ctx ends.
+func (s *Store) Watch(ctx context.Context, interval time.Duration, changed func(current []Token)) {
+	if s == nil {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var seen uint64
+	first := true
+	for {
+		s.mu.Lock()
+		err := s.reloadLocked()
+		gen := s.gen
+		var current []Token
+		if err == nil && (first || gen != seen) {
+			current = append([]Token{}, s.tokens...)
+		}
+		s.mu.Unlock()
+		if current != nil {
+			first, seen = false, gen
+			changed(current)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // IsLoopback reports whether remoteAddr (host:port, as in

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -365,5 +366,104 @@ func TestCheck(t *testing.T) {
 				t.Errorf("Check() error %q does not say how to make a token", err)
 			}
 		})
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	tests := []struct {
+		header string
+		want   string
+	}{
+		{"Bearer orr_tok", "orr_tok"},
+		{"bearer orr_tok", "orr_tok"},
+		{"BEARER orr_tok", "orr_tok"},
+		{"BeArEr orr_tok", "orr_tok"},
+		{"Bearer  orr_tok", "orr_tok"},
+		{"Bearer orr_tok  ", "orr_tok"},
+		{"  Bearer orr_tok", "orr_tok"},
+		{"Basic dXNlcjpwdw==", ""},
+		{"basic orr_tok", ""},
+		{"Bearer", ""},
+		{"Bearer ", ""},
+		{"Bearerorr_tok", ""},
+		{"Token orr_tok", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := auth.BearerToken(tt.header); got != tt.want {
+			t.Errorf("BearerToken(%q) = %q, want %q", tt.header, got, tt.want)
+		}
+	}
+}
+
+// TestStoreWatch revokes and creates tokens through a second Store on the
+// same file, as the CLI does from another process, and checks that Watch
+// reports each change, even one a Lookup noticed first.
+func TestStoreWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	s := openStore(t, path)
+	secret, tok, err := s.Create("laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasID(tok.ID) {
+		t.Fatalf("HasID(%s) = false after Create, want true", tok.ID)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan []auth.Token, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Watch(ctx, 10*time.Millisecond, func(current []auth.Token) { changes <- current })
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	next := func(what string) []auth.Token {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(15 * time.Second):
+			t.Fatalf("Watch reported nothing after %s", what)
+			return nil
+		}
+	}
+	if got := next("starting"); len(got) != 1 || got[0].ID != tok.ID {
+		t.Fatalf("Watch's first call = %v, want the one token %s", got, tok.ID)
+	}
+
+	cli := openStore(t, path)
+	if _, err := cli.Revoke("laptop"); err != nil {
+		t.Fatal(err)
+	}
+	// A Lookup re-reads the file first: Watch must report the change anyway.
+	if s.Verify(secret) {
+		t.Fatal("Verify(revoked) = true, want false")
+	}
+	if got := next("the revoke"); len(got) != 0 {
+		t.Errorf("Watch after the revoke = %v, want no tokens", got)
+	}
+	if s.HasID(tok.ID) {
+		t.Errorf("HasID(%s) = true after the revoke, want false", tok.ID)
+	}
+	_, fresh, err := cli.Create("desktop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := next("the create"); len(got) != 1 || got[0].ID != fresh.ID {
+		t.Errorf("Watch after the create = %v, want the token %s", got, fresh.ID)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("removing the file"); len(got) != 0 {
+		t.Errorf("Watch after the file was removed = %v, want no tokens", got)
+	}
+	select {
+	case c := <-changes:
+		t.Errorf("Watch reported %v with nothing changed", c)
+	default:
 	}
 }

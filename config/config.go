@@ -85,6 +85,25 @@ type ServerConfig struct {
 	// (acp:COMMAND) or any other spec that starts a process; off, a request
 	// may name only what config and the command line define.
 	AllowAgentCommands bool `toml:"allow_agent_commands"`
+	// TLSCert and TLSKey are the PEM files of the certificate (its chain)
+	// and key the server serves HTTPS with; both or neither.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// ReadHeaderTimeout bounds the reading of a request's headers,
+	// ReadTimeout that of a whole request with its body (a stream is not
+	// bound by it once its request is read), and IdleTimeout how long a
+	// keep-alive connection waits for its next request.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	ReadTimeout       Duration `toml:"read_timeout"`
+	IdleTimeout       Duration `toml:"idle_timeout"`
+	// HelloTimeout is how long a WebSocket that needs a token may go
+	// without a hello that gives one.
+	HelloTimeout Duration `toml:"hello_timeout"`
+	// MaxConns bounds the connections open at once; MaxConnsPerAddr
+	// bounds those from one address off loopback that have not presented a
+	// valid token.
+	MaxConns        int `toml:"max_conns"`
+	MaxConnsPerAddr int `toml:"max_conns_per_addr"`
 }
 
 // StoreConfig is the [store] table.
@@ -201,7 +220,9 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		Server:  ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}, FlushInterval: Duration{5 * time.Millisecond}},
+		Server: ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}, FlushInterval: Duration{5 * time.Millisecond},
+			ReadHeaderTimeout: Duration{10 * time.Second}, ReadTimeout: Duration{time.Minute}, IdleTimeout: Duration{2 * time.Minute},
+			HelloTimeout: Duration{10 * time.Second}, MaxConns: 4096, MaxConnsPerAddr: 16},
 		Store:   StoreConfig{Data: DefaultDataDir()},
 		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
 		Prices:  agent.PriceTable{},
@@ -314,7 +335,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -330,6 +351,8 @@ var Env = []struct{ Name, Sets string }{
 	{"ORRERY_MAX_BODY_BYTES", "server.max_body_bytes"},
 	{"ORRERY_ALLOWED_HOSTS", "server.allowed_hosts (comma-separated)"},
 	{"ORRERY_ALLOWED_ORIGINS", "server.allowed_origins (comma-separated)"},
+	{"ORRERY_TLS_CERT", "server.tls_cert"},
+	{"ORRERY_TLS_KEY", "server.tls_key"},
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
@@ -347,6 +370,12 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ORRERY_ALLOWED_ORIGINS"); v != "" {
 		c.Server.AllowedOrigins = splitList(v)
+	}
+	if v := getenv("ORRERY_TLS_CERT"); v != "" {
+		c.Server.TLSCert = v
+	}
+	if v := getenv("ORRERY_TLS_KEY"); v != "" {
+		c.Server.TLSKey = v
 	}
 	if v := getenv("ORRERY_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -369,6 +398,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server.keepalive is %s: set it to at least 100ms", c.Server.KeepAlive)
 	case c.Server.FlushInterval.Duration < 0 || c.Server.FlushInterval.Duration > time.Second:
 		return fmt.Errorf("server.flush_interval is %s: set it between 0s (write each frame at once) and 1s; the default is 5ms", c.Server.FlushInterval)
+	case (c.Server.TLSCert == "") != (c.Server.TLSKey == ""):
+		return errors.New("server.tls_cert and server.tls_key go together: set both (the certificate and its key, PEM files) to serve HTTPS, or neither")
+	case c.Server.ReadHeaderTimeout.Duration < 100*time.Millisecond:
+		return fmt.Errorf("server.read_header_timeout is %s: set it to at least 100ms; the default is 10s", c.Server.ReadHeaderTimeout)
+	case c.Server.ReadTimeout.Duration < c.Server.ReadHeaderTimeout.Duration:
+		return fmt.Errorf("server.read_timeout is %s: it covers the headers too, so set it to at least server.read_header_timeout (%s); the default is 1m", c.Server.ReadTimeout, c.Server.ReadHeaderTimeout)
+	case c.Server.IdleTimeout.Duration < time.Second:
+		return fmt.Errorf("server.idle_timeout is %s: set it to at least 1s; the default is 2m", c.Server.IdleTimeout)
+	case c.Server.HelloTimeout.Duration < 100*time.Millisecond:
+		return fmt.Errorf("server.hello_timeout is %s: set it to at least 100ms; the default is 10s", c.Server.HelloTimeout)
+	case c.Server.MaxConns < 1:
+		return fmt.Errorf("server.max_conns is %d: set it to 1 or more; the default is 4096", c.Server.MaxConns)
+	case c.Server.MaxConnsPerAddr < 1:
+		return fmt.Errorf("server.max_conns_per_addr is %d: set it to 1 or more; the default is 16", c.Server.MaxConnsPerAddr)
 	case c.Store.Data == "":
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
 	case c.Agent.MaxSteps < 1:

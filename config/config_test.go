@@ -128,6 +128,34 @@ func TestLoad(t *testing.T) {
 		{name: "long flush interval", file: "[server]\nflush_interval = \"2s\"\n", wantErr: "server.flush_interval is 2s"},
 		{name: "negative flush interval", file: "[server]\nflush_interval = \"-1ms\"\n", wantErr: "server.flush_interval is -1ms"},
 		{name: "small body limit", file: "[server]\nmax_body_bytes = 10\n", wantErr: "max_body_bytes is 10"},
+		{
+			name: "server limits and TLS",
+			check: func(t *testing.T, c config.Config) {
+				s := c.Server
+				if s.ReadHeaderTimeout.Duration != 10*time.Second || s.ReadTimeout.Duration != time.Minute || s.IdleTimeout.Duration != 2*time.Minute ||
+					s.HelloTimeout.Duration != 10*time.Second || s.MaxConns != 4096 || s.MaxConnsPerAddr != 16 || s.TLSCert != "" || s.TLSKey != "" {
+					t.Errorf("Server = %+v, want the default limits and no TLS", s)
+				}
+			},
+		},
+		{
+			name: "server limits from the file, TLS from the environment",
+			file: "[server]\nread_header_timeout = \"5s\"\nread_timeout = \"30s\"\nidle_timeout = \"1m\"\nhello_timeout = \"3s\"\nmax_conns = 100\nmax_conns_per_addr = 4\ntls_cert = \"/file.pem\"\ntls_key = \"/file.key\"\n",
+			env:  map[string]string{"ORRERY_TLS_CERT": "/env.pem", "ORRERY_TLS_KEY": "/env.key"},
+			check: func(t *testing.T, c config.Config) {
+				s := c.Server
+				if s.ReadHeaderTimeout.Duration != 5*time.Second || s.ReadTimeout.Duration != 30*time.Second || s.IdleTimeout.Duration != time.Minute ||
+					s.HelloTimeout.Duration != 3*time.Second || s.MaxConns != 100 || s.MaxConnsPerAddr != 4 || s.TLSCert != "/env.pem" || s.TLSKey != "/env.key" {
+					t.Errorf("Server = %+v, want the file's limits and the environment's TLS files", s)
+				}
+			},
+		},
+		{name: "TLS cert without key", file: "[server]\ntls_cert = \"/c.pem\"\n", wantErr: "tls_cert and server.tls_key go together"},
+		{name: "read timeout under the header timeout", file: "[server]\nread_timeout = \"1s\"\n", wantErr: "server.read_timeout is 1s"},
+		{name: "zero idle timeout", file: "[server]\nidle_timeout = \"0s\"\n", wantErr: "server.idle_timeout is 0s"},
+		{name: "short hello timeout", file: "[server]\nhello_timeout = \"1ms\"\n", wantErr: "server.hello_timeout is 1ms"},
+		{name: "no connections", file: "[server]\nmax_conns = 0\n", wantErr: "server.max_conns is 0"},
+		{name: "no connections per address", file: "[server]\nmax_conns_per_addr = -1\n", wantErr: "server.max_conns_per_addr is -1"},
 		{name: "bad price name", file: "[prices.gpt]\ninput = 1\n", wantErr: "provider:model"},
 		{name: "bad env number", env: map[string]string{"ORRERY_MAX_BODY_BYTES": "lots"}, wantErr: "ORRERY_MAX_BODY_BYTES"},
 	}

@@ -73,11 +73,13 @@ type conn struct {
 	cancel context.CancelCauseFunc
 
 	// Owned by the read loop.
-	authed bool
-	seen   bool // a first message was handled
-	client string
-	draws  []string
-	sends  hubSends
+	authed     bool
+	release    func()      // unties the connection from its hello's token; nil when none
+	helloTimer *time.Timer // closes a connection that needs a token and gave none in time
+	seen       bool        // a first message was handled
+	client     string
+	draws      []string
+	sends      hubSends
 
 	out  outbox // replies, hub messages and backlogs, in order
 	sink sink   // this connection in the server's flusher
@@ -137,6 +139,17 @@ func (s *Server) serveConn(ctx context.Context, t transport, p peer) {
 		cancel(&closeError{closeShutdown, "the server is shutting down: reconnect and attach with since=<last seq>"})
 	})
 	defer stopShutdown()
+	if d := s.helloTimeout(); !c.authed && d > 0 {
+		c.helloTimer = time.AfterFunc(d, func() {
+			c.cancel(&closeError{closeAuth, "no hello with a token within " + d.String() + ": send hello {token} first (orrery node token create)"})
+		})
+		defer c.helloTimer.Stop()
+	}
+	defer func() {
+		if c.release != nil {
+			c.release()
+		}
+	}()
 
 	// The read loop ends when the peer leaves, when a request ends the
 	// connection (its refusal is queued), or when ctx is cancelled by a pump
@@ -236,13 +249,24 @@ func (c *conn) hello(h *protocol.Hello) error {
 		// A token given is checked even where none is needed, so that the
 		// connection ends when it is revoked.
 		t, ok := c.s.cfg.Tokens.Lookup(h.Token)
-		switch {
-		case ok:
-			c.peer.token = t.ID
-			c.authed = true
-		case !c.authed:
+		if ok {
+			var release func()
+			if release, ok = c.s.holdToken(t.ID, c.cancel); ok {
+				if c.release != nil {
+					c.release()
+				}
+				c.release = release
+				c.peer.token = t.ID
+				c.authed = true
+				authenticated(c.ctx)
+			}
+		}
+		if !ok && !c.authed {
 			return c.refuse(closeAuth, h.ID, auth.ErrBadToken)
 		}
+	}
+	if c.authed && c.helloTimer != nil {
+		c.helloTimer.Stop()
 	}
 	if !c.authed {
 		return c.refuse(closeAuth, h.ID, auth.ErrNoToken)

@@ -47,8 +47,7 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.wg.Done()
 	sw := newSSEWriter(w)
-	release := context.AfterFunc(s.ctx, func() { _ = sw.rc.SetWriteDeadline(time.Unix(1, 0)) })
-	defer release()
+	defer s.cutOff(r.Context(), sw)()
 	write := func(v any) error {
 		data, err := json.Marshal(v)
 		if err != nil {

@@ -29,14 +29,19 @@ const (
 	envNetnsRevoked = "ORRERY_NETNS_REVOKED" // tokens (comma-separated) that must be refused
 )
 
-// TestNetnsAuth checks token auth over a real network path: it makes a
-// network namespace joined to this one by a veth pair with two addresses
-// of a /30 in 10.251.0.0/16 (made for this test, used by nothing else),
-// serves on the host side's address, and runs the clients inside the
-// namespace by re-executing this test binary (TestNetnsClientHelper). The
-// server therefore sees a real non-loopback peer; no traffic leaves the
-// pair.
-func TestNetnsAuth(t *testing.T) {
+// netnsPair is a network namespace joined to this one by a veth pair with
+// two addresses of a /30 in 10.251.0.0/16 (made for one test, used by
+// nothing else): a process run in it (exec) is a real peer off loopback to
+// a server on hostIP. No traffic leaves the pair.
+type netnsPair struct {
+	ns, hostIP, nsIP string
+	ipPath           string
+}
+
+// newNetns makes a netnsPair that lives until the test ends. It skips the
+// test, or fails it in CI, when namespaces cannot be made here.
+func newNetns(t *testing.T, ctx context.Context) *netnsPair {
+	t.Helper()
 	ipPath, err := exec.LookPath("ip")
 	switch {
 	case os.Geteuid() != 0:
@@ -44,13 +49,6 @@ func TestNetnsAuth(t *testing.T) {
 	case err != nil:
 		netnsUnavailable(t, "ip (iproute2) is not installed: "+err.Error())
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatalf("os.Executable() = %v", err)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	ip := func(args ...string) error {
 		out, err := exec.CommandContext(ctx, ipPath, args...).CombinedOutput()
 		if err != nil {
@@ -64,8 +62,8 @@ func TestNetnsAuth(t *testing.T) {
 	hostIf, nsIf := "orrh"+suffix, "orrn"+suffix
 	octet := netnsRandomInt(t, 256)
 	base := 4 * netnsRandomInt(t, 64)
-	hostIP := fmt.Sprintf("10.251.%d.%d", octet, base+1)
-	nsIP := fmt.Sprintf("10.251.%d.%d", octet, base+2)
+	p := &netnsPair{ns: ns, ipPath: ipPath,
+		hostIP: fmt.Sprintf("10.251.%d.%d", octet, base+1), nsIP: fmt.Sprintf("10.251.%d.%d", octet, base+2)}
 
 	if err := ip("netns", "add", ns); err != nil {
 		netnsUnavailable(t, err.Error())
@@ -83,15 +81,36 @@ func TestNetnsAuth(t *testing.T) {
 	for _, args := range [][]string{
 		{"link", "add", hostIf, "type", "veth", "peer", "name", nsIf},
 		{"link", "set", nsIf, "netns", ns},
-		{"addr", "add", hostIP + "/30", "dev", hostIf},
+		{"addr", "add", p.hostIP + "/30", "dev", hostIf},
 		{"link", "set", hostIf, "up"},
-		{"netns", "exec", ns, "ip", "addr", "add", nsIP + "/30", "dev", nsIf},
+		{"netns", "exec", ns, "ip", "addr", "add", p.nsIP + "/30", "dev", nsIf},
 		{"netns", "exec", ns, "ip", "link", "set", nsIf, "up"},
 		{"netns", "exec", ns, "ip", "link", "set", "lo", "up"},
 	} {
 		if err := ip(args...); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return p
+}
+
+// exec returns the command that runs name with args inside the namespace.
+func (p *netnsPair) exec(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, p.ipPath, append([]string{"netns", "exec", p.ns, name}, args...)...)
+}
+
+// TestNetnsAuth checks token auth over a real network path: it serves on
+// the host side of a netnsPair and runs the clients inside the namespace
+// by re-executing this test binary (TestNetnsClientHelper). The server
+// therefore sees a real non-loopback peer.
+func TestNetnsAuth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pair := newNetns(t, ctx)
+	ns, hostIP, nsIP := pair.ns, pair.hostIP, pair.nsIP
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("os.Executable() = %v", err)
 	}
 
 	r := newTxRig(t, txRigOptions{logs: true})
@@ -118,8 +137,7 @@ func TestNetnsAuth(t *testing.T) {
 
 	runHelper := func(phase, good, revoked string) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, ipPath, "netns", "exec", ns, exe,
-			"-test.run=^TestNetnsClientHelper$", "-test.v", "-test.count=1", "-test.timeout=25s")
+		cmd := pair.exec(ctx, exe, "-test.run=^TestNetnsClientHelper$", "-test.v", "-test.count=1", "-test.timeout=25s")
 		cmd.Env = append(os.Environ(),
 			envNetnsHelper+"=1", envNetnsURL+"="+url, envNetnsSession+"="+session,
 			envNetnsGood+"="+good, envNetnsRevoked+"="+revoked)

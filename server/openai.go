@@ -307,6 +307,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 func readLimited(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, error) {
 	var b bytes.Buffer
 	_, err := b.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil {
+		bodyRead(w)
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, fmt.Errorf("the body is over the %d-byte limit: send less, or raise max_body_bytes in the [server] config", limit)
@@ -568,8 +571,7 @@ func (s *Server) answerChat(ctx context.Context, w http.ResponseWriter, sub *ker
 // usage. A failed run ends with an OpenAI error event.
 func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, sub *kernel.Subscription, c *chatTurn, runID string, includeUsage bool) error {
 	sw := newSSEWriter(w)
-	release := context.AfterFunc(s.ctx, func() { _ = sw.rc.SetWriteDeadline(time.Unix(1, 0)) })
-	defer release()
+	defer s.cutOff(ctx, sw)()
 	write := func(v any) error {
 		data, err := json.Marshal(v)
 		if err != nil {

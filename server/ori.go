@@ -49,8 +49,19 @@ func (s *Server) handleOri(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(r.Context())
+	// coder/websocket closes a connection at once, without a close frame,
+	// when its read's context ends: a revoked token closes it first, with
+	// the reason, and only then ends the reads.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
+	stopRequest := context.AfterFunc(r.Context(), func() {
+		var ce *closeError
+		if errors.As(context.Cause(r.Context()), &ce) {
+			c.Close(websocket.StatusCode(ce.code), ce.reason)
+		}
+		cancel()
+	})
+	defer stopRequest()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
 	// An ori browser answers the agent's permission requests only when its

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,35 @@ type Config struct {
 	// Extensions serves ext.list and ext.restart; nil means no extension
 	// runs (ext.list answers none).
 	Extensions Extensions
+	// RevokeCheck is how often the token file is read for revocations: a
+	// revoked token's streams and connections end within about this long.
+	// 0 means DefaultRevokeCheck.
+	RevokeCheck time.Duration
+	// HelloTimeout is how long a WebSocket that needs a token (off
+	// loopback, none in the upgrade) may go without a hello that gives one
+	// before it is closed (4001); 0 means DefaultHelloTimeout, negative
+	// waits for ever. A trusted connection needs no hello at all.
+	HelloTimeout time.Duration
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are those of the
+	// http.Server that HTTPServer returns; 0 means DefaultReadHeaderTimeout,
+	// DefaultReadTimeout and DefaultIdleTimeout. ReadTimeout covers a
+	// request's body; a stream lifts it once the request is read.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	// MaxConns bounds the TCP connections open at once on the listeners
+	// Serve serves; 0 means DefaultMaxConns. One over it is answered 503
+	// and closed.
+	MaxConns int
+	// MaxConnsPerAddr bounds, for each address off loopback, the
+	// connections open at once that have not presented a valid token; 0
+	// means DefaultMaxConnsPerAddr. One over it is answered 429 and
+	// closed. Loopback programs and token holders count only toward
+	// MaxConns.
+	MaxConnsPerAddr int
+	// TLS, when set, makes Serve serve HTTPS with it (TLS 1.2 at least);
+	// its Certificates or GetCertificate give the certificate.
+	TLS *tls.Config
 }
 
 // DefaultFlushInterval is Config.FlushInterval's default: well under what a
@@ -121,6 +151,10 @@ type Server struct {
 	guard *guard    // the trust boundary: Host, Origin, the web client's cookie
 	seats seatTable // clients' seats on the hub
 	flush *flusher  // writes live frames for every stream and connection
+
+	holds   tokenHolds    // what each token opened, ended when it is revoked
+	conns   connTable     // TCP connections, for the caps
+	watched chan struct{} // closed when the token watch returns
 
 	mu     sync.Mutex     // guards closed and the start of streams
 	closed bool           // set by Close: no new stream starts
@@ -162,12 +196,35 @@ func New(cfg Config) *Server {
 	if cfg.Node == "" {
 		cfg.Node, _ = os.Hostname()
 	}
+	if cfg.HelloTimeout == 0 {
+		cfg.HelloTimeout = DefaultHelloTimeout
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerAddr <= 0 {
+		cfg.MaxConnsPerAddr = DefaultMaxConnsPerAddr
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.CheckSpec == nil {
 		cfg.CheckSpec = models.RequestPolicy{Aliases: cfg.Models}.Check
 	}
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval)}
+		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval), watched: make(chan struct{})}
+	if cfg.Tokens != nil {
+		go s.watchTokens()
+	} else {
+		close(s.watched)
+	}
 	s.mux.HandleFunc("POST /run", s.handleRun)
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)
@@ -196,7 +253,9 @@ func New(cfg Config) *Server {
 // token, except GET /healthz, GET /ws (which may authenticate with its
 // hello instead), POST /auth (which checks the token it is given) and the
 // web client's page and assets (which hold no session data, and ask for
-// the token the other routes need).
+// the token the other routes need). A request that presented a valid
+// token is tied to it while it runs: revoking the token ends it (see
+// holdToken).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ref := s.guard.admit(r)
 	if ref != nil {
@@ -210,10 +269,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tok == "" {
 		tok = s.guard.cookieToken(r, p)
 	}
+	ctx := r.Context()
 	if tok != "" {
-		if t, ok := s.cfg.Tokens.Lookup(tok); ok {
-			p.token = t.ID
-		} else if !p.local && r.URL.Path != "/auth" {
+		t, ok := s.cfg.Tokens.Lookup(tok)
+		if ok {
+			// The request is tied to its token: revoking the token ends
+			// it (a stream, a WebSocket) with the reason.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			var release func()
+			if release, ok = s.holdToken(t.ID, cancel); ok {
+				defer release()
+				p.token = t.ID
+				authenticated(ctx)
+			}
+		}
+		if !ok && !p.local && r.URL.Path != "/auth" {
 			s.unauthorized(w, r, auth.ErrBadToken)
 			return
 		}
@@ -226,7 +298,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, ref)
 		return
 	}
-	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, p)))
+	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(ctx, peerKey{}, p)))
 }
 
 // refuse answers a request the boundary refused, and logs it.
@@ -273,6 +345,7 @@ func (s *Server) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
+		<-s.watched
 		s.flush.close()
 		close(done)
 	}()
@@ -302,6 +375,9 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 // already answered.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err == nil {
+		bodyRead(w)
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -24,6 +24,10 @@ type sseWriter struct {
 	wrote bool      // something was written since the last keepalive check
 	watch watchSet  // the state keys passed (GET /events?watch=); none by default
 	set   time.Time // when the write deadline was last moved; zero before
+
+	mu   sync.Mutex // guards cut and done, and orders the deadline's moves
+	cut  bool       // the stream was cut off: its deadline stays in the past
+	done bool       // its handler is returning: rc must not be used again
 }
 
 // maxBatchBytes is the size at which a batch is written before it ends.
@@ -37,7 +41,40 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	rc := http.NewResponseController(w)
+	// The request is read: a stream outlives ReadTimeout.
+	_ = rc.SetReadDeadline(time.Time{})
+	return &sseWriter{w: w, rc: rc}
+}
+
+// cutOff makes w's writes fail at once when ctx ends (the client left, or
+// its token was revoked) or the server closes, so that a stream blocked on
+// a client that stopped reading ends too. It returns the function that
+// undoes the arrangement, to call before the handler returns: a
+// ResponseController must not be used after that (over HTTP/2 it panics),
+// and a cut that started may still be running.
+func (s *Server) cutOff(ctx context.Context, w *sseWriter) (stop func()) {
+	stopCtx := context.AfterFunc(ctx, w.cutOff)
+	stopServer := context.AfterFunc(s.ctx, w.cutOff)
+	return func() {
+		stopCtx()
+		stopServer()
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	}
+}
+
+// cutOff puts w's write deadline in the past for good: the write in
+// progress and every later one fail.
+func (w *sseWriter) cutOff() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.cut {
+		return
+	}
+	w.cut = true
+	_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
 }
 
 // AppendSSE appends f framed as one SSE event to dst. A frame with seq 0,
@@ -94,7 +131,12 @@ func (w *sseWriter) deadline() {
 		return
 	}
 	w.set = now
-	_ = w.rc.SetWriteDeadline(now.Add(writeTimeout))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.cut && !w.done {
+		// Once cut, a stream is never given time again.
+		_ = w.rc.SetWriteDeadline(now.Add(writeTimeout))
+	}
 }
 
 // deadlineSlack is how stale a stream's write deadline may get.
@@ -120,10 +162,9 @@ func (w *sseWriter) flush() error {
 // for a frame written, the subscription ends, ctx ends or the server closes.
 // It reports whether stop ended it.
 func (s *Server) stream(ctx context.Context, w *sseWriter, sub *kernel.Subscription, stop func(kernel.Frame) bool) (bool, error) {
-	// Close ends every stream at once, even one blocked writing to a client
-	// that stopped reading.
-	release := context.AfterFunc(s.ctx, func() { _ = w.rc.SetWriteDeadline(time.Unix(1, 0)) })
-	defer release()
+	// Close, a revoked token or a client that left ends the stream at
+	// once, even one blocked writing to a client that stopped reading.
+	defer s.cutOff(ctx, w)()
 	n := 0
 	stopped := false
 	err := sub.Backlog(ctx, func(f kernel.Frame) error {
@@ -217,7 +258,7 @@ func (s *Server) live(ctx context.Context, w *sseWriter, sub *kernel.Subscriptio
 		case <-sub.Done():
 			if errors.Is(sub.Err(), kernel.ErrSlow) {
 				// A drain may be blocked on this very client: cut it off.
-				_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
+				w.cutOff()
 				_, _ = end(false)
 				return false, kernel.ErrSlow
 			}

@@ -87,6 +87,10 @@ type txRigOptions struct {
 	// checkSpec replaces the server's default spec policy.
 	models    func(string) (agent.Provider, error)
 	checkSpec func(string) error
+	// scripts lets sessions name scripted models (script:PATH).
+	scripts bool
+	// config, if set, changes the server's config before it is built.
+	config func(*server.Config)
 }
 
 // newTxRig starts a rig. The kernel has the offline model and no tools, so
@@ -115,8 +119,11 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 		kst = opts.wrapStore(st)
 	}
 	resolve := txOfflineOnly
-	if opts.models != nil {
+	switch {
+	case opts.models != nil:
 		resolve = opts.models
+	case opts.scripts:
+		resolve = models.Resolve
 	}
 	r.k = kernel.New(kernel.Config{Store: kst, Models: resolve, DefaultModel: "offline", DebugActor: true, Logger: log,
 		Tools: opts.tools, Workspace: tool.Workspace{Root: opts.workspace}})
@@ -144,11 +151,18 @@ func newTxRig(tb testing.TB, opts txRigOptions) *txRig {
 		tb.Fatal(err)
 	}
 
-	r.srv = server.New(server.Config{
+	cfg := server.Config{
 		Kernel: r.k, Tokens: r.tokens, Logger: log, Node: "rig",
 		MaxMessageBytes: txMaxMessage, PingInterval: -1, KeepAlive: time.Second, Hub: opts.hub,
 		AllowedHosts: opts.allowedHosts, AllowedOrigins: opts.allowedOrigins, Roots: opts.roots, CheckSpec: opts.checkSpec,
-	})
+	}
+	if opts.scripts {
+		cfg.CheckSpec = allowScripts
+	}
+	if opts.config != nil {
+		opts.config(&cfg)
+	}
+	r.srv = server.New(cfg)
 	r.local = httptest.NewServer(r.srv)
 	r.remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.RemoteAddr = simulatedRemote

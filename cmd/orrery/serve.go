@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,11 +24,13 @@ import (
 // kernel, but a node listens off loopback and will not start without a
 // token to admit its clients.
 type serveCmd struct {
-	env    *env
-	node   bool
-	common commonFlags
-	listen string
-	pipe   string
+	env     *env
+	node    bool
+	common  commonFlags
+	listen  string
+	pipe    string
+	tlsCert string
+	tlsKey  string
 }
 
 func (c *serveCmd) Synopsis() string {
@@ -48,7 +51,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if c.node && len(args) > 0 && args[0] == "token" {
 		return (&tokenCmd{env: c.env}).Run(ctx, args[1:])
 	}
-	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--data DIR] [--model NAME] [--config FILE]"
+	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--data DIR] [--model NAME] [--config FILE]"
 	if c.node {
 		usage += "\n       orrery node token create|list|revoke …"
 	}
@@ -60,6 +63,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}
 	fs.StringVar(&c.listen, "listen", "", "address to listen on (default "+defaultListen+"); port 0 picks a free one")
 	fs.StringVar(&c.pipe, "pipe", "", "also serve on a Unix socket: NAME makes DATA/NAME.sock, a path (with a /) is used as is")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it; default [server] tls_cert, $ORRERY_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the certificate's private key (PEM; default [server] tls_key, $ORRERY_TLS_KEY)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +77,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		cfg.Server.Listen = c.listen
 	case c.node:
 		cfg.Server.Listen = "0.0.0.0:7411"
+	}
+	if c.tlsCert != "" || c.tlsKey != "" {
+		if c.tlsCert == "" || c.tlsKey == "" {
+			return &usageError{msg: "--tls-cert and --tls-key go together: give the certificate and its key to serve HTTPS"}
+		}
+		cfg.Server.TLSCert, cfg.Server.TLSKey = c.tlsCert, c.tlsKey
+	}
+	tlsConfig, err := loadTLS(cfg.Server)
+	if err != nil {
+		return err
 	}
 	log := newLogger(c.env, slog.LevelInfo)
 
@@ -132,14 +147,21 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			}
 			return config.Set(path, key, value)
 		},
-		Extensions: k.extensions(),
+		Extensions:        k.extensions(),
+		TLS:               tlsConfig,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.Duration,
+		ReadTimeout:       cfg.Server.ReadTimeout.Duration,
+		IdleTimeout:       cfg.Server.IdleTimeout.Duration,
+		HelloTimeout:      cfg.Server.HelloTimeout.Duration,
+		MaxConns:          cfg.Server.MaxConns,
+		MaxConnsPerAddr:   cfg.Server.MaxConnsPerAddr,
 	}, cfg, cwd, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	srv := server.New(sc)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := srv.HTTPServer()
 
 	pipeErr := make(chan error, 1)
 	if c.pipe != "" {
@@ -164,10 +186,19 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			log.Warn("listening off loopback with no token: only this machine can connect; make one with orrery node token create")
 		}
 	}
-	fmt.Fprintf(c.env.stdout, "listening on http://%s\n", ln.Addr())
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	} else if !isLoopbackListen(cfg.Server.Listen) {
+		const plain = "serving on a non-loopback address over plain HTTP: node tokens, and everything else, cross the network unencrypted; " +
+			"serve HTTPS with --tls-cert and --tls-key ([server] tls_cert, tls_key), or put a TLS proxy in front"
+		log.Warn(plain, "listen", cfg.Server.Listen)
+		fmt.Fprintln(c.env.stderr, "warning: "+plain)
+	}
+	fmt.Fprintf(c.env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- srv.Serve(hs, ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -187,6 +218,20 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		log.Warn("shutdown", "err", err)
 	}
 	return nil
+}
+
+// loadTLS reads the certificate and key of [server] tls_cert and tls_key;
+// it returns nil when neither is set.
+func loadTLS(sc config.ServerConfig) (*tls.Config, error) {
+	if sc.TLSCert == "" && sc.TLSKey == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(sc.TLSCert, sc.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load the TLS certificate %s and key %s: %w (give PEM files: the certificate, then its chain, and its private key)",
+			sc.TLSCert, sc.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // tokensPath is where the node tokens of a data dir live.

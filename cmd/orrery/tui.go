@@ -27,6 +27,7 @@ type tuiCmd struct {
 	common  commonFlags
 	connect string
 	token   string
+	caCert  string
 }
 
 func (c *tuiCmd) Synopsis() string {
@@ -65,10 +66,11 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 			rest = append(rest, a)
 		}
 	}
-	fs := newFlagSet(c.env, "", "[--connect URL|pipe:NAME] [--token T] [--resume [SESSION]] [--data DIR] [--model NAME] [--config FILE]")
+	fs := newFlagSet(c.env, "", "[--connect URL|pipe:NAME] [--token T] [--ca-cert FILE] [--resume [SESSION]] [--data DIR] [--model NAME] [--config FILE]")
 	c.common.register(fs, true)
-	fs.StringVar(&c.connect, "connect", "", "attach to a running kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default: start one here on the data dir)")
+	fs.StringVar(&c.connect, "connect", "", "attach to a running kernel: http(s)://HOST:PORT, ws(s)://HOST:PORT or pipe:NAME (default: start one here on the data dir)")
 	fs.StringVar(&c.token, "token", "", "node token, needed for a kernel off loopback")
+	registerCACert(fs, &c.caCert)
 	fs.Bool("resume", false, "open the session picker, or the session named after it, redrawn from its log")
 	if err := parse(fs, rest); err != nil {
 		return err
@@ -97,6 +99,9 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	// request (POST /control would not carry draws, so consent answers
 	// would be refused).
 	copts := client.Options{Token: c.token, Client: "orrery tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log, Transport: client.TransportWS}
+	if copts.HTTPClient, err = httpClient(c.caCert); err != nil {
+		return err
+	}
 
 	target := c.connect
 	if target == "" {

@@ -28,6 +28,7 @@ type watchCmd struct {
 	json    bool
 	connect string
 	token   string
+	caCert  string
 }
 
 func (c *watchCmd) Synopsis() string {
@@ -35,12 +36,13 @@ func (c *watchCmd) Synopsis() string {
 }
 
 func (c *watchCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "watch", "watch SESSION [--since N] [--json] [--connect URL|pipe:NAME] [--token T]")
+	fs := newFlagSet(c.env, "watch", "watch SESSION [--since N] [--json] [--connect URL|pipe:NAME] [--token T] [--ca-cert FILE]")
 	c.common.register(fs, false)
 	fs.StringVar(&c.since, "since", "", "resume after this seq; without it the session's history comes first as a snapshot")
 	fs.BoolVar(&c.json, "json", false, "print each frame as one JSON line (AG-UI events, exactly as received)")
 	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default http:// and [server] listen from the config)")
 	fs.StringVar(&c.token, "token", "", "node token, needed for a kernel off loopback")
+	registerCACert(fs, &c.caCert)
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -68,10 +70,17 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	target := c.connect
 	if target == "" {
 		target = "http://" + dialAddr(cfg.Server.Listen)
+		if cfg.Server.TLSCert != "" {
+			target = "https://" + dialAddr(cfg.Server.Listen)
+		}
+	}
+	hc, err := httpClient(c.caCert)
+	if err != nil {
+		return err
 	}
 	log := newLogger(c.env, slog.LevelWarn)
 	cl, err := client.Dial(ctx, target, client.Options{
-		Token: c.token, Client: "orrery watch", DataDir: cfg.Store.Data, Logger: log,
+		Token: c.token, Client: "orrery watch", DataDir: cfg.Store.Data, Logger: log, HTTPClient: hc,
 		Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning},
 	})
 	if err != nil {
