@@ -335,3 +335,26 @@ func FuzzShellDecide(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecideShell measures a shell line judged part by part against
+// the same line matched as one string (the rules of a tool without a
+// shell subject): the cost of reading the line twice with mvdan.cc/sh.
+func BenchmarkDecideShell(b *testing.B) {
+	ws := tool.Workspace{Root: b.TempDir()}
+	rules := consent.Rules{Allow: []string{"shell(git status*)", "shell(go test*)", "shell(tail*)"}, Deny: []string{"shell(rm -rf*)"}}
+	line := "git status --short && go test ./... 2>&1 | tail -20 > " + "out.txt"
+	for _, bc := range []struct {
+		name string
+		call consent.Call
+	}{
+		{"glob", consent.Call{Tool: "shell", Subject: line}},
+		{"parts", consent.Call{Tool: "shell", Subject: line, ShellSubject: true, Workspace: ws}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rules.Decide(bc.call)
+			}
+		})
+	}
+}
