@@ -126,7 +126,7 @@ func (rs toolRules) judge(p part, readOnly bool) (Verdict, string) {
 	for _, a := range rs.ask {
 		if a.p.anySubject() || glob(a.p.subject, p.text, false) {
 			return Verdict{Decision: Ask, Rule: written("ask", a.rule), Part: p.text,
-				Why: fmt.Sprintf("%s on the part %q", written("ask", a.rule), p.text)}, ""
+				Why: fmt.Sprintf("the rule %s matches the part %q", written("ask", a.rule), p.text)}, ""
 		}
 	}
 	if readOnly {

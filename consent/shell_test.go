@@ -119,7 +119,7 @@ var shellCases = []struct {
 	{"arithmetic holding a substitution", "echo $((1 + $(id)))", consent.Ask, "id", "", false},
 	{"parameter default holding a substitution", "echo ${X:-$(rm -rf x)}", consent.Deny, "rm -rf x", "", false},
 	{"[[ is bash's test", "[[ -f go.mod ]] && go test ./...", consent.Allow, "", "", false},
-	{"ask rule", "make all", consent.Ask, "make all", `ask = ["shell(make *)"] on the part "make all"`, false},
+	{"ask rule", "make all", consent.Ask, "make all", `the rule ask = ["shell(make *)"] matches the part "make all"`, false},
 	{"bare assignment runs nothing", "X=1", consent.Allow, "", "", false},
 	{"no command line at all", "", consent.Ask, "", "names no command line", false},
 }

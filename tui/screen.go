@@ -19,6 +19,8 @@ type consentReq struct {
 	Tool    string `json:"tool"`
 	Subject string `json:"subject"`
 	Rule    string `json:"rule"`
+	// Part is set for a shell line: Rule is then a sentence naming it.
+	Part    string `json:"part"`
 	Args    json.RawMessage
 	Options []struct {
 		ID    string `json:"id"`
@@ -337,7 +339,11 @@ func (s *screen) drawConsent(w int) []string {
 	}
 	out := []string{hostConsent.Render(fit(" ⚠ CONSENT · orrery asks: allow "+what+"?", w))}
 	if c.Rule != "" {
-		out = append(out, styleDim.Render(fit("   asked because of "+termtext.StripLine(c.Rule), w)))
+		because := "   asked because of "
+		if c.Part != "" {
+			because = "   asked because " // the rule is a sentence naming the part
+		}
+		out = append(out, styleDim.Render(fit(because+termtext.StripLine(c.Rule), w)))
 	}
 	var opts []string
 	for i, o := range c.Options {

@@ -403,7 +403,8 @@ function drawConsent(it) {
   box.append(
     el('div', 'consent-q', 'Consent needed: allow ', el('code', '', req.tool), req.subject ? el('span', '', ' ', el('code', '', req.subject)) : null, '?'),
     el('pre', 'consent-args', JSON.stringify(req.args ?? {}, null, 2)),
-    el('div', 'consent-rule', `Asked because of ${req.rule}`),
+    // For a shell line the rule is a sentence naming the part asked about.
+    el('div', 'consent-rule', req.part ? `Asked because ${req.rule}` : `Asked because of ${req.rule}`),
   );
   const opts = el('div', 'consent-options');
   for (const o of req.options || []) {
