@@ -12,6 +12,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/bus"
 	"github.com/getorrery/orrery/crew"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/tool"
@@ -145,14 +146,25 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
-	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(cr))
+	log := newLogger(c.env, slog.LevelWarn)
+	ek, err := openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr))
+	var held *datadir.HeldError
+	if errors.As(err, &held) {
+		// The crew's runner is this process's: it cannot run in another's
+		// kernel.
+		return &exitCodeError{code: exitError, err: fmt.Errorf("%s, and a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's): "+
+			"run the crew when the data dir is free, or in a data dir of its own with --data DIR", held.Error())}
+	}
 	if err != nil {
 		return err
 	}
-	defer k.Close(context.Background())
+	h, err := hold(c.env, cfg, c.common.configPath, ek, "orrery run "+c.target, log)
+	if err != nil {
+		return errors.Join(err, ek.Close(context.Background()))
+	}
+	defer h.Close(ctx, true, c.env.stderr)
+	k := ek
 	if cr.err != nil {
 		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
 	}
@@ -173,7 +185,7 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 		return err
 	}
 	defer sub.Close()
-	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions()})
 	if err != nil {
 		return err
 	}
@@ -200,7 +212,7 @@ func (c *runCmd) runEvents(ctx context.Context, sess *kernel.Session, h *hub.Hub
 	if err := br.Started(target); err != nil {
 		return err
 	}
-	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions()})
 	if err != nil {
 		return err
 	}
