@@ -12,7 +12,9 @@ import (
 
 // acpCmd is `orrery acp`: Orrery's agent as an ACP agent on stdio, for
 // editors that speak the Agent Client Protocol (Zed and others). Its
-// sessions live in the data dir like any other; stdout carries only ACP.
+// sessions live in the data dir like any other; stdout carries only ACP. It
+// holds the data dir, and serves the dir's pipe for the other commands on
+// it.
 type acpCmd struct {
 	env    *env
 	common commonFlags

@@ -58,7 +58,10 @@ func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, o
 		}
 		var dialErr error
 		if o := held.Owner; o != nil && o.Pipe != "" {
-			cl, err := client.Dial(ctx, "pipe:"+o.Pipe, copts)
+			// The holder says it serves its pipe: it is at the data dir's
+			// own place, whatever the file says (it describes, it grants
+			// nothing).
+			cl, err := client.Dial(ctx, "pipe:"+datadir.PipePath(cfg.Store.Data), copts)
 			if err == nil {
 				return joined{cl: cl, owner: *o}, nil
 			}
@@ -303,15 +306,15 @@ func saveConfig(e *env, configPath string) func(key, value string) error {
 }
 
 // dialDataDir returns a client of the process that holds dir, over its
-// pipe, or nil when no live process describes itself in dir's owner file
-// or its pipe does not answer. It takes no lock: a command that only
+// pipe, or nil when dir's owner file describes no holder serving one, or
+// the pipe does not answer. It takes no lock: a command that only
 // watches never holds the dir.
 func dialDataDir(ctx context.Context, dir string, copts client.Options) *client.Client {
 	o, err := datadir.ReadOwner(dir)
 	if err != nil || o == nil || o.Pipe == "" {
 		return nil
 	}
-	cl, err := client.Dial(ctx, "pipe:"+o.Pipe, copts)
+	cl, err := client.Dial(ctx, "pipe:"+datadir.PipePath(dir), copts)
 	if err != nil {
 		return nil
 	}

@@ -366,6 +366,20 @@ func testClientsOfServe(t *testing.T, bin string) {
 		}
 	}
 
+	// What needs a kernel of its own says so, and what to do.
+	r = run("--events", "jsonl", "-p", "hi")
+	if r.code != 1 || !strings.Contains(r.stderr, "--events jsonl needs a kernel of its own") || !strings.Contains(r.stderr, "--data DIR") {
+		t.Errorf("orrery run --events jsonl on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
+	}
+	crewFile := filepath.Join(ws, "crew.toml")
+	if err := os.WriteFile(crewFile, []byte("name = \"mini\"\n[[agents]]\nid = \"a\"\nrole = \"A\"\n[[tasks]]\nid = \"t\"\ndescription = \"Do it.\"\nagent = \"a\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = run(crewFile)
+	if r.code != 1 || !strings.Contains(r.stderr, "a crew runs in a kernel of its own") || !strings.Contains(r.stderr, "--data DIR") {
+		t.Errorf("orrery run CREW.toml on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
+	}
+
 	// orrery sessions asks the server.
 	r = orrery(t, bin, env, "sessions", "--json", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, `"id":"`+thread+`"`) {

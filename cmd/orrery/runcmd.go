@@ -50,7 +50,7 @@ func (r *ruleList) Set(v string) error {
 }
 
 func (c *runCmd) Synopsis() string {
-	return "run one prompt in an embedded kernel and print the answer"
+	return "run one prompt in the data dir's kernel (this process's, or the one holding the dir) and print the answer"
 }
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {

@@ -17,8 +17,10 @@ import (
 )
 
 // tuiCmd is bare `orrery`: the terminal UI, the host's own screen. With no
-// --connect it starts a kernel on the data dir in this process and attaches
-// to it over a pipe; with --connect it attaches to a running kernel.
+// --connect it starts a kernel on the data dir in this process, holding the
+// dir and serving its pipe, and attaches to it over that pipe; on a data dir
+// another process holds, it attaches to that process over the same pipe.
+// With --connect it attaches to a running kernel.
 type tuiCmd struct {
 	env     *env
 	common  commonFlags
