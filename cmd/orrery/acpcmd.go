@@ -35,7 +35,7 @@ func (c *acpCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger(c.env, slog.LevelWarn)
-	k, err := openKernel(ctx, c.env, cfg, log, true)
+	k, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true) })
 	var held *datadir.HeldError
 	if errors.As(err, &held) {
 		// An editor speaks ACP to a kernel of its own; it cannot be another

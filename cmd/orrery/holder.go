@@ -84,6 +84,27 @@ func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, o
 	}
 }
 
+// openOwn calls open (openKernel) for a command that must hold the data
+// dir itself (serve, node, acp, a crew). A holder that serves no pipe yet is
+// starting, or only reading (orrery sessions), and is waited for, up to
+// holderWait: it lets go, or says where it serves. A holder that serves a
+// pipe is a *datadir.HeldError at once.
+func openOwn(ctx context.Context, open func() (*embedded, error)) (*embedded, error) {
+	deadline := time.Now().Add(holderWait)
+	for {
+		k, err := open()
+		var held *datadir.HeldError
+		if !errors.As(err, &held) || held.Owner != nil && held.Owner.Pipe != "" || time.Now().After(deadline) {
+			return k, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(holderPoll):
+		}
+	}
+}
+
 // silentHolder is why a command gave up on a held data dir whose holder
 // never answered.
 func silentHolder(held *datadir.HeldError, dialErr error) error {

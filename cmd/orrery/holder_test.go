@@ -380,6 +380,12 @@ func testClientsOfServe(t *testing.T, bin string) {
 		t.Errorf("orrery run CREW.toml on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
 	}
 
+	// orrery ext list --session asks the server, found by the data dir.
+	r = orrery(t, bin, env, "ext", "list", "--session", thread, "--json", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, `"extensions": []`) {
+		t.Errorf("orrery ext list --session on a held dir = %d, stdout %q, stderr %q; want 0 and the server's (empty) list", r.code, r.stdout, r.stderr)
+	}
+
 	// orrery sessions asks the server.
 	r = orrery(t, bin, env, "sessions", "--json", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, `"id":"`+thread+`"`) {

@@ -148,7 +148,7 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	}
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
 	log := newLogger(c.env, slog.LevelWarn)
-	ek, err := openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr))
+	ek, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr)) })
 	var held *datadir.HeldError
 	if errors.As(err, &held) {
 		// The crew's runner is this process's: it cannot run in another's

@@ -107,12 +107,15 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	k, err := openKernel(ctx, c.env, cfg, log, true)
+	k, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true) })
 	var held *datadir.HeldError
 	if errors.As(err, &held) {
 		return heldRefusal(held, "this orrery "+c.name())
 	}
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil // interrupted while waiting for the data dir
+		}
 		return err
 	}
 	defer func() {

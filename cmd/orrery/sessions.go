@@ -13,6 +13,7 @@ import (
 	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
 )
@@ -48,6 +49,7 @@ func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
 	var list []protocol.SessionSummary
 	if j.k != nil {
 		defer j.k.Close(context.Background())
+		_ = j.k.lock.Update(func(o *datadir.Owner) { o.Command = "orrery sessions" })
 		list, err = j.k.kernel.Sessions(ctx)
 	} else {
 		defer j.cl.Close()

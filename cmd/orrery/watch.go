@@ -40,7 +40,7 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	c.common.register(fs, false)
 	fs.StringVar(&c.since, "since", "", "resume after this seq; without it the session's history comes first as a snapshot")
 	fs.BoolVar(&c.json, "json", false, "print each frame as one JSON line (AG-UI events, exactly as received)")
-	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default http:// and [server] listen from the config)")
+	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default: the one holding the data dir, over its pipe; else http:// and [server] listen from the config)")
 	fs.StringVar(&c.token, "token", "", "node token, needed for a kernel off loopback")
 	registerCACert(fs, &c.caCert)
 	positional, err := parseInterspersed(fs, args)
