@@ -54,6 +54,9 @@ type Owner struct {
 	Listen string `json:"listen,omitempty"`
 	// Pipe is the path of the Unix socket it serves the protocol on.
 	Pipe string `json:"pipe,omitempty"`
+	// Roots are the directories its sessions may work in (a request's
+	// cwd must be inside one).
+	Roots []string `json:"roots,omitempty"`
 	// Version is the holder's build version.
 	Version string `json:"version,omitempty"`
 }

@@ -41,6 +41,7 @@ func TestBinary(t *testing.T) {
 	t.Run("TwoServes", func(t *testing.T) { t.Parallel(); testTwoServes(t, bin) })
 	t.Run("ClientsOfServe", func(t *testing.T) { t.Parallel(); testClientsOfServe(t, bin) })
 	t.Run("RunHolds", func(t *testing.T) { t.Parallel(); testRunHolds(t, bin) })
+	t.Run("RunWaits", func(t *testing.T) { t.Parallel(); testRunWaits(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

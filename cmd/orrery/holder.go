@@ -41,6 +41,10 @@ type joined struct {
 	owner datadir.Owner  // the holder, with cl
 }
 
+// errWait, from an admit function, means: do not join this holder, wait
+// for the data dir instead.
+var errWait = errors.New("wait for the data dir")
+
 // embedOrJoin calls open, which starts a kernel on cfg's data dir
 // (openKernel), and returns that kernel. When another process holds the
 // dir, it dials the holder's pipe with copts instead and returns the
@@ -48,7 +52,11 @@ type joined struct {
 // pipe gone, its lock not yet) is waited for, up to holderWait, looking
 // again every holderPoll: whichever comes first, the pipe or the lock,
 // wins.
-func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, open func() (*embedded, error)) (joined, error) {
+//
+// admit, when not nil, judges a holder that serves its pipe before it is
+// dialled: nil joins it, errWait waits for the dir (for as long as admit
+// says so, until ctx ends), any other error is returned.
+func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, open func() (*embedded, error), admit func(datadir.Owner) error) (joined, error) {
 	deadline := time.Now().Add(holderWait)
 	for {
 		k, err := open()
@@ -57,6 +65,20 @@ func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, o
 			return joined{k: k}, err
 		}
 		var dialErr error
+		if o := held.Owner; o != nil && o.Pipe != "" && admit != nil {
+			switch err := admit(*o); {
+			case errors.Is(err, errWait):
+				deadline = time.Now().Add(holderWait)
+				select {
+				case <-ctx.Done():
+					return joined{}, ctx.Err()
+				case <-time.After(8 * holderPoll):
+				}
+				continue
+			case err != nil:
+				return joined{}, err
+			}
+		}
 		if o := held.Owner; o != nil && o.Pipe != "" {
 			// The holder says it serves its pipe: it is at the data dir's
 			// own place, whatever the file says (it describes, it grants
@@ -273,7 +295,7 @@ func hold(e *env, cfg config.Config, configPath string, k *embedded, command str
 	if err != nil {
 		return nil, err
 	}
-	if err := k.lock.Update(func(o *datadir.Owner) { o.Command, o.Pipe = command, pipe.path }); err != nil {
+	if err := k.lock.Update(func(o *datadir.Owner) { o.Command, o.Pipe, o.Roots = command, pipe.path, sc.Roots }); err != nil {
 		log.Warn("say who holds the data dir", "err", err)
 	}
 	return &holding{k: k, srv: srv, pipe: pipe, log: log}, nil

@@ -366,6 +366,13 @@ func testClientsOfServe(t *testing.T, bin string) {
 		}
 	}
 
+	// A run from a directory the server's workspace does not take is
+	// refused (serve does not end by itself to wait for), naming why.
+	r = orreryIn(t, bin, env, t.TempDir(), "run", "--data", data, "--model", "offline", "-p", "hi")
+	if r.code != 1 || !strings.Contains(r.stderr, "does not take this directory") || !strings.Contains(r.stderr, "[workspace] roots") || !strings.Contains(r.stderr, "--data DIR") {
+		t.Errorf("orrery run outside the server's workspace = %d, stderr %q; want 1, why, and the choices", r.code, r.stderr)
+	}
+
 	// What needs a kernel of its own says so, and what to do.
 	r = run("--events", "jsonl", "-p", "hi")
 	if r.code != 1 || !strings.Contains(r.stderr, "--events jsonl needs a kernel of its own") || !strings.Contains(r.stderr, "--data DIR") {
@@ -529,6 +536,33 @@ func testRunHolds(t *testing.T, bin string) {
 		if r.code != 0 || !strings.Contains(r.stdout, `"id":"`+id+`"`) {
 			t.Errorf("orrery sessions --json = %d %q (stderr %q), want %s listed", r.code, r.stdout, r.stderr, id)
 		}
+	}
+}
+
+// testRunWaits: an orrery run in a directory another orrery run's kernel
+// does not take as a workspace waits for that run to end, saying so, then
+// holds the dir and runs.
+func testRunWaits(t *testing.T, bin string) {
+	env := environ(t)
+	data := t.TempDir()
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"),
+		map[string]any{"text": []string{"first"}, "hang": true},
+	)
+	a := startIn(t, bin, env, t.TempDir(), "run", "--model", model, "--data", data, "-p", "first")
+	waitOwner(t, data)
+	b := startIn(t, bin, env, t.TempDir(), "run", "--model", "offline", "--data", data, "-p", "later")
+	b.waitLine(b.errLines, "run (waiting)", "this run starts when that one ends")
+	cl := dialPipe(t, data)
+	first := waitRunning(t, cl, 1)[0]
+	if err := cl.Cancel(context.Background(), first.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	if code := a.exit(); code != 0 {
+		t.Errorf("the first orrery run exited %d, want 0", code)
+	}
+	if code := b.exit(); code != 0 || !strings.Contains(b.stdout.String(), `You said: "later"`) {
+		t.Errorf("the waiting orrery run = %d, stdout %q; want 0 and its answer once the dir was free", code, b.stdout)
 	}
 }
 

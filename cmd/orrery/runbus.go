@@ -12,7 +12,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/bus"
 	"github.com/getorrery/orrery/crew"
-	"github.com/getorrery/orrery/datadir"
+	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/tool"
@@ -148,17 +148,20 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	}
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
 	log := newLogger(c.env, slog.LevelWarn)
-	ek, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr)) })
-	var held *datadir.HeldError
-	if errors.As(err, &held) {
-		// The crew's runner is this process's: it cannot run in another's
-		// kernel.
-		return &exitCodeError{code: exitError, err: fmt.Errorf("%s, and a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's): "+
-			"run the crew when the data dir is free, or in a data dir of its own with --data DIR", held.Error())}
-	}
+	// The crew's runner is this process's: it cannot run in another's
+	// kernel. It waits for another orrery run to end; admit refuses any
+	// other holder.
+	j, err := embedOrJoin(ctx, cfg, client.Options{}, func() (*embedded, error) {
+		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr))
+	}, c.admit(cfg))
 	if err != nil {
-		return err
+		return c.interrupted(ctx, err)
 	}
+	if j.cl != nil {
+		j.cl.Close() // admit never lets a crew join: not reached
+		return errors.New("a crew cannot run in another process's kernel")
+	}
+	ek := j.k
 	h, err := hold(c.env, cfg, c.common.configPath, ek, "orrery run "+c.target, log)
 	if err != nil {
 		return errors.Join(err, ek.Close(context.Background()))

@@ -9,13 +9,16 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
+	"github.com/getorrery/orrery/tool"
 )
 
 // orrery run on a data dir another process holds is that process's client
@@ -34,6 +37,60 @@ import (
 // The client draws nothing, so, as on its own kernel, nobody is asked:
 // what would be asked about is denied unless --allow or --yes covers it
 // (or a person's client attached to the session answers it).
+
+// admit judges the holder of the data dir before orrery run joins it.
+// What cannot be its client: a crew and --events jsonl (they need a
+// kernel of their own), and a run in a new session in a directory the
+// holder does not take as a workspace. When the holder is another orrery
+// run, which ends by itself, such a run waits for the data dir, saying so
+// once on stderr; when it is one that stays (serve, the terminal UI, acp),
+// the run is refused, naming why and the choices.
+func (c *runCmd) admit(cfg config.Config) func(datadir.Owner) error {
+	said := false
+	return func(o datadir.Owner) error {
+		why := c.unjoinable(o)
+		if why == "" {
+			return nil
+		}
+		if o.Command != "orrery run" && !strings.HasPrefix(o.Command, "orrery run ") {
+			return &exitCodeError{code: exitError, err: fmt.Errorf("the data dir %s is in use by %s, and %s: "+
+				"%s, or give orrery run a data dir of its own with --data DIR", cfg.Store.Data, o, why, c.fix(o))}
+		}
+		if !said {
+			said = true
+			fmt.Fprintf(c.env.stderr, "orrery: %s\n", termtext.Visible(fmt.Sprintf("the data dir %s is in use by %s, and %s: this run starts when that one ends (Ctrl-C stops waiting)", cfg.Store.Data, o, why)))
+		}
+		return errWait
+	}
+}
+
+// unjoinable says why this run cannot be o's client, or "".
+func (c *runCmd) unjoinable(o datadir.Owner) string {
+	switch {
+	case c.target != "":
+		return "a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's)"
+	case c.events != "":
+		return "orrery run --events jsonl needs a kernel of its own (the bus answers questions and carries hub verbs as that kernel's own seat)"
+	case c.session != "" || len(o.Roots) == 0:
+		return "" // an existing session works where it always has
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "" // session.new says what is wrong
+	}
+	if _, err := (tool.Workspace{Root: o.Roots[0], Extra: o.Roots[1:]}).Resolve(cwd); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("its sessions work in %s, which does not take this directory %s as a run's workspace", strings.Join(o.Roots, ", "), cwd)
+}
+
+// fix is what to do about unjoinable, but a data dir of the run's own.
+func (c *runCmd) fix(o datadir.Owner) string {
+	if c.target != "" || c.events != "" {
+		return "run it when the data dir is free"
+	}
+	return "run from inside one of " + strings.Join(o.Roots, ", ") + ", add this directory to [workspace] roots in that kernel's config and restart it"
+}
 
 // clientOptions are the options orrery run dials the holder of its data dir
 // with. A pipe drops only when its holder stops, so it tries again only a

@@ -100,7 +100,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	log := newLogger(c.env, slog.LevelWarn)
 	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log), func() (*embedded, error) {
 		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(nil))
-	})
+	}, c.admit(cfg))
 	if err != nil {
 		return c.interrupted(ctx, err)
 	}

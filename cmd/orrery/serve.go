@@ -204,7 +204,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.env.stderr, "warning: "+plain)
 	}
 	if err := k.lock.Update(func(o *datadir.Owner) {
-		o.Command, o.Listen, o.Pipe = "orrery "+c.name(), scheme+"://"+dialAddr(ln.Addr().String()), hp.path
+		o.Command, o.Listen, o.Pipe, o.Roots = "orrery "+c.name(), scheme+"://"+dialAddr(ln.Addr().String()), hp.path, sc.Roots
 	}); err != nil {
 		log.Warn("say who holds the data dir", "err", err)
 	}

@@ -42,7 +42,7 @@ func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
 	log := newLogger(c.env, slog.LevelWarn)
 	j, err := embedOrJoin(ctx, cfg, client.Options{Client: "orrery-sessions", Logger: log}, func() (*embedded, error) {
 		return openKernel(ctx, c.env, cfg, log, false)
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 		// the system opener (one argument, never a shell).
 		j, err := embedOrJoin(ctx, cfg, copts, func() (*embedded, error) {
 			return openKernel(ctx, c.env, cfg, log, true, func(kc *kernel.Config) { kc.Opener = kernel.SystemOpener{} })
-		})
+		}, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
