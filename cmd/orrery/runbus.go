@@ -11,8 +11,8 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/bus"
-	"github.com/getorrery/orrery/crew"
 	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/crew"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/tool"
