@@ -146,6 +146,7 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.placementRules(&cfg)
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
 	log := newLogger(c.env, slog.LevelWarn)
 	// The crew's runner is this process's: it cannot run in another's

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/dialect"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
+	"github.com/getorrery/orrery/ui"
 )
 
 type runCmd struct {
@@ -95,6 +97,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	c.placementRules(&cfg)
 	// This process's own kernel when the data dir is free; else the
 	// holder's, as its client (runclient.go).
 	log := newLogger(c.env, slog.LevelWarn)
@@ -154,6 +157,22 @@ func (c *runCmd) permissions() *kernel.RunPermissions {
 		return nil
 	}
 	return &kernel.RunPermissions{Allow: c.allow, Deny: c.deny, Yes: c.yes}
+}
+
+// placementRules adds the --allow and --deny rules that are placement
+// rules, ui(…), to cfg's [permissions]: placements are the kernel's, not a
+// run's (a tool call's rules go with the run, permissions).
+func (c *runCmd) placementRules(cfg *config.Config) {
+	for _, r := range c.allow {
+		if _, isUI, _ := ui.ParseUIRule(r); isUI {
+			cfg.Permissions.Allow = append(cfg.Permissions.Allow, r)
+		}
+	}
+	for _, r := range c.deny {
+		if _, isUI, _ := ui.ParseUIRule(r); isUI {
+			cfg.Permissions.Deny = append(cfg.Permissions.Deny, r)
+		}
+	}
 }
 
 // interrupted maps an error that came of a Ctrl-C before the run started
