@@ -114,13 +114,13 @@ func TestAcquireWritesOwner(t *testing.T) {
 	}
 
 	if err := l.Update(func(o *datadir.Owner) {
-		o.Listen, o.Pipe = "http://127.0.0.1:7411", datadir.PipePath(dir)
+		o.Listen, o.Pipe, o.Roots = "http://127.0.0.1:7411", datadir.PipePath(dir), []string{"/src"}
 		o.PID = 1 // not the caller's to change
 	}); err != nil {
 		t.Fatalf("Update() = %v", err)
 	}
 	o, _ = datadir.ReadOwner(dir)
-	if o.PID != os.Getpid() || o.Listen != "http://127.0.0.1:7411" || o.Pipe != filepath.Join(dir, "orrery.sock") || o.Command != "orrery serve" {
+	if o.PID != os.Getpid() || o.Listen != "http://127.0.0.1:7411" || o.Pipe != filepath.Join(dir, "orrery.sock") || o.Command != "orrery serve" || len(o.Roots) != 1 {
 		t.Errorf("ReadOwner() after Update = %+v, want the listener and pipe added, the rest kept", o)
 	}
 
