@@ -387,6 +387,12 @@ func testClientsOfServe(t *testing.T, bin string) {
 		t.Errorf("orrery run CREW.toml on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
 	}
 
+	// --stream-mode encodes here, with each frame's run as the store has it.
+	r = run("--model", "offline", "--json", "--stream-mode", "openai", "-p", "hello")
+	if r.code != 0 || !strings.Contains(r.stdout, `"id":"chatcmpl-run_`) || !strings.Contains(r.stdout, `"object":"chat.completion.chunk"`) {
+		t.Errorf("orrery run --json --stream-mode openai on a held dir = %d, stdout %q, stderr %q; want chunks named after the run", r.code, r.stdout, r.stderr)
+	}
+
 	// orrery ext list --session asks the server, found by the data dir.
 	r = orrery(t, bin, env, "ext", "list", "--session", thread, "--json", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, `"extensions": []`) {
