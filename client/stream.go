@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,51 @@ type Frame struct {
 	// Event is Data decoded; nil when the type is not one this client
 	// knows, which a client must skip.
 	Event protocol.Event
+}
+
+// Logged returns Data as the session logged it: without the
+// metadata.orrery.session that transports carrying several sessions
+// (WebSocket, pipe) add to each frame, so that it is byte for byte what
+// session.read, SSE and the store hold. A frame without that tag is
+// returned as it is.
+func (f Frame) Logged() json.RawMessage {
+	return untagSession(f.Data, f.Session)
+}
+
+var orreryMetaKey = []byte(`"metadata":{"orrery":{`)
+
+// untagSession undoes kernel.TagSession: the kernel writes the tag first
+// in metadata.orrery, as "session":<quoted>, before the other keys.
+func untagSession(data []byte, session string) []byte {
+	if session == "" {
+		return data
+	}
+	quoted, err := json.Marshal(session)
+	if err != nil {
+		return data
+	}
+	tag := append(append([]byte(`"session":`), quoted...), ',')
+	i := bytes.Index(data, orreryMetaKey)
+	if i >= 0 {
+		i += len(orreryMetaKey)
+		if bytes.HasPrefix(data[i:], tag) {
+			out := make([]byte, 0, len(data)-len(tag))
+			out = append(out, data[:i]...)
+			return append(out, data[i+len(tag):]...)
+		}
+	}
+	// Tagged elsewhere (the kernel decoded and encoded the frame again to
+	// tag it): do the same to take the tag off.
+	ev, err := protocol.DecodeEvent(data)
+	if err != nil || ev.Header().Orrery().Session != session {
+		return data
+	}
+	ev.Header().Orrery().Session = ""
+	out, err := json.Marshal(ev)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // frameMeta is what routing and ordering need from a frame.

@@ -185,7 +185,7 @@ func (s *Session) decideAsk(r *run, q agent.Permission) (agent.PermissionAnswer,
 	if s.run != r {
 		return agent.PermissionAnswer{}, nil, agent.ErrStopped
 	}
-	j := s.judge(consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject,
+	j := s.judge(r, consent.Call{Tool: q.Tool, Subject: q.Subject, PathSubject: q.PathSubject,
 		ShellSubject: q.ShellSubject, Workspace: r.workspace, ReadOnly: q.ReadOnly}, false)
 	switch j.decision {
 	case consent.Allow:
@@ -238,19 +238,48 @@ func (j judgement) prompt(title string) string {
 	return "Allow " + title + "? Asked because " + j.rule + "."
 }
 
-// judge applies, in order, the [permissions] rules, the session's grants
-// (for the built-in gate's own questions), --yes, and whether any client can
-// be asked at all; an ask that gets past them all is for a person. Runs on
-// the actor.
-func (s *Session) judge(c consent.Call, useGrants bool) judgement {
-	v := s.k.cfg.Consent.Decide(c)
+// RunPermissions are consent rules for one run, on top of Config.Consent:
+// the client that starts a run adds them (orrery run's --allow, --deny and
+// --yes). The run's deny rules join the config's, and so do its allow
+// rules, so a deny of either beats an allow of either; Yes allows every
+// call the rules would ask about, as Config.AutoApprove does for every
+// run. The zero value adds nothing.
+type RunPermissions struct {
+	Allow, Deny []string
+	Yes         bool
+}
+
+// Validate checks every rule, naming the first bad one and the fix.
+func (p RunPermissions) Validate() error {
+	return consent.Rules{Allow: p.Allow, Deny: p.Deny}.Validate()
+}
+
+// rules returns the consent rules of a run with permissions p.
+func (s *Session) rules(p *RunPermissions) consent.Rules {
+	rules := s.k.cfg.Consent
+	if p == nil || len(p.Allow)+len(p.Deny) == 0 {
+		return rules
+	}
+	return consent.Rules{
+		Allow: append(slices.Clip(rules.Allow), p.Allow...),
+		Ask:   rules.Ask,
+		Deny:  append(slices.Clip(rules.Deny), p.Deny...),
+	}
+}
+
+// judge applies, in order, the [permissions] rules with the run's own
+// (RunPermissions), the session's grants (for the built-in gate's own
+// questions), --yes, and whether any client can be asked at all; an ask
+// that gets past them all is for a person. Runs on the actor.
+func (s *Session) judge(r *run, c consent.Call, useGrants bool) judgement {
+	v := s.rules(r.perms).Decide(c)
 	if v.Decision != consent.Ask {
 		return judgement{decision: v.Decision, rule: v.Reason(), part: v.Part}
 	}
 	if who, ok := s.grants[c.Tool]; ok && useGrants {
 		return judgement{decision: consent.Allow, rule: "allowed for this session by " + who}
 	}
-	if s.k.cfg.AutoApprove {
+	if s.k.cfg.AutoApprove || r.perms != nil && r.perms.Yes {
 		return judgement{decision: consent.Allow, rule: "--yes: every call that would be asked about is allowed"}
 	}
 	if s.consenters.Load() == 0 {
@@ -290,7 +319,7 @@ func (s *Session) decideConsent(r *run, call agent.GateCall) (agent.Verdict, *pe
 	if err != nil {
 		return agent.Verdict{Rule: "the workspace refuses the path", Message: err.Error()}, nil, nil
 	}
-	v := s.judge(consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject,
+	v := s.judge(r, consent.Call{Tool: spec.Name, Subject: sub, PathSubject: spec.PathSubject,
 		ShellSubject: spec.ShellSubject, Workspace: r.workspace, ReadOnly: spec.ReadOnly}, true)
 	switch {
 	case v.decision == consent.Allow:

@@ -20,6 +20,7 @@ type run struct {
 	cancel      context.CancelFunc
 	provider    agent.Provider
 	clientTools []protocol.Tool
+	perms       *RunPermissions // the run's own consent rules, or nil
 	workspace   tool.Workspace
 	usage       runUsage
 	// steers counts the steers that joined the run; mark is the count the

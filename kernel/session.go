@@ -251,6 +251,9 @@ type SendInput struct {
 	Context []protocol.Context
 	// Steer joins the run in flight instead of being refused.
 	Steer bool
+	// Permissions are the new run's own consent rules; nil adds none. A
+	// steer may not carry them: it joins a run that has its own.
+	Permissions *RunPermissions
 	// Subscribe asks for a Subscription that starts at the new run's
 	// RUN_STARTED.
 	Subscribe bool
@@ -277,6 +280,11 @@ type SendResult struct {
 func (s *Session) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	var res SendResult
 	var err error
+	if in.Permissions != nil {
+		if err := in.Permissions.Validate(); err != nil {
+			return res, &RequestError{Msg: err.Error()}
+		}
+	}
 	if err := s.checkFileParts(ctx, in); err != nil {
 		return res, err
 	}
@@ -313,6 +321,9 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 		if !in.Steer {
 			return SendResult{}, &BusyError{Session: s.id, RunID: r.id}
 		}
+		if in.Permissions != nil {
+			return SendResult{}, &RequestError{Msg: "a steer joins the run in flight, which keeps its own permissions: send the steer without permissions"}
+		}
 		if len(users) == 0 {
 			return SendResult{}, &RequestError{Msg: "a steer needs text: send input.text"}
 		}
@@ -336,7 +347,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 		return SendResult{}, &RequestError{Msg: err.Error()}
 	}
 	ctx, cancel := context.WithCancel(agent.WithSession(context.Background(), s.id))
-	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, done: make(chan struct{})}
+	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, perms: in.Permissions, done: make(chan struct{})}
 	if fresh == nil {
 		fresh = []protocol.Message{}
 	}

@@ -478,6 +478,7 @@ export interface RunSend {
   session: string;
   input: RunInput;
   target?: "run" | "steer";
+  permissions?: RunPermissions;
 }
 
 export interface SessionAttach {
@@ -716,6 +717,12 @@ export interface RunAgentInput {
 export interface RunInput {
   text: string;
   attachments?: ContentPart[];
+}
+
+export interface RunPermissions {
+  allow?: string[];
+  deny?: string[];
+  yes?: boolean;
 }
 
 export interface RunResult {

@@ -77,12 +77,27 @@ type SessionReadReply struct {
 }
 
 // RunSend starts a run on an idle session, or joins the run in flight as a
-// steer when Target is "steer".
+// steer when Target is "steer". Permissions, on a send that starts a run,
+// add consent rules for that run only.
 type RunSend struct {
 	Envelope
-	Session string   `json:"session"`
-	Input   RunInput `json:"input"`
-	Target  string   `json:"target,omitempty"`
+	Session     string          `json:"session"`
+	Input       RunInput        `json:"input"`
+	Target      string          `json:"target,omitempty"`
+	Permissions *RunPermissions `json:"permissions,omitempty"`
+}
+
+// RunPermissions are consent rules a client adds for the run it starts, on
+// top of the kernel's [permissions] (orrery run's --allow, --deny and
+// --yes): rules as [permissions] writes them, such as "shell(go test*)".
+// A deny rule of either beats an allow rule of either. Deny only narrows
+// what the run may do, so any client may send it; Allow and Yes (allow
+// every call the rules would ask about) are for a connection that may
+// answer consent, and refused from any other.
+type RunPermissions struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+	Yes   bool     `json:"yes,omitempty"`
 }
 
 // Targets of a RunSend.

@@ -119,7 +119,8 @@ func (e *closeError) Error() string { return e.reason }
 // connection ends. A local program, a pipe or a token holder is
 // authenticated at once; any other must give a token in its hello.
 func (s *Server) serveConn(ctx context.Context, t transport, p peer) {
-	ctx, cancel := context.WithCancelCause(ctx)
+	// Requests on the connection are judged by its peer, as over HTTP.
+	ctx, cancel := context.WithCancelCause(context.WithValue(ctx, peerKey{}, p))
 	c := &conn{
 		s: s, t: t, log: s.log.With("transport", t.kind()), peer: p,
 		ctx: ctx, cancel: cancel, authed: p.local || p.pipe || p.token != "",

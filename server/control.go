@@ -92,6 +92,22 @@ func (s *Server) checkNew(model, cwd string) (string, error) {
 	return real, nil
 }
 
+// runPermissions returns the kernel's form of a run.send's permissions. A
+// deny rule only narrows what the run may do, so any client may send one;
+// allow rules and yes widen it as answering consent would, so only a
+// connection the server trusts to answer consent may send them.
+func runPermissions(ctx context.Context, p *protocol.RunPermissions) (*kernel.RunPermissions, error) {
+	if p == nil {
+		return nil, nil
+	}
+	if (len(p.Allow) > 0 || p.Yes) && !peerOf(ctx).mayConsent() {
+		return nil, &kernel.RequestError{Msg: "permissions.allow and permissions.yes allow calls a person would be asked about, " +
+			"and this connection may not answer consent (only a pipe, the web client this kernel serves, a node token holder or a program on this machine may): " +
+			"send only permissions.deny, or present a token (orrery node token create)"}
+	}
+	return &kernel.RunPermissions{Allow: p.Allow, Deny: p.Deny, Yes: p.Yes}, nil
+}
+
 // sessionFor returns the session a request names, refusing an empty name.
 func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, error) {
 	if id == "" {
@@ -178,7 +194,11 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		if err != nil {
 			return nil, err
 		}
-		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: atts, Steer: q.Target == protocol.TargetSteer})
+		perms, err := runPermissions(ctx, q.Permissions)
+		if err != nil {
+			return nil, err
+		}
+		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: atts, Steer: q.Target == protocol.TargetSteer, Permissions: perms})
 		if err != nil {
 			return nil, err
 		}

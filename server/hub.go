@@ -44,7 +44,10 @@ func (s *Server) takeSeat(c *conn) {
 	st := &seat{holders: map[*conn]struct{}{c: {}}}
 	detach, err := h.Attach(addr, func(m hub.Message) { s.deliverSeat(addr, m) })
 	if err != nil {
-		c.log.Warn("no hub seat for this client", "seat", addr, "err", err)
+		// A client name that is no hub address ("orrery watch") only
+		// means the client takes no seat: not worth a warning in the log of
+		// every kernel it connects to (orrery run's is on its stderr).
+		c.log.Info("no hub seat for this client", "seat", addr, "err", err)
 		return
 	}
 	st.detach = detach

@@ -114,6 +114,13 @@ func (l *live) until(what string, ok func(string) bool) string {
 			if _, isQuit := msg.(tea.QuitMsg); isQuit {
 				l.quit = true
 			}
+			if batch, ok := msg.(tea.BatchMsg); ok {
+				// As the program does: each command on its own.
+				for _, cmd := range batch {
+					l.run(cmd)
+				}
+				continue
+			}
 			_, cmd := l.m.Update(msg)
 			l.run(cmd)
 		case <-deadline:
@@ -343,5 +350,18 @@ func TestMentionAttachesFile(t *testing.T) {
 	}
 	if !found {
 		t.Error("no user message in the log carries notes.txt as an attachment")
+	}
+}
+
+// TestLocalSessionOutsideRoots: a screen on this machine that is not the
+// kernel's host (bare orrery on a data dir another process holds) asks for
+// sessions in its own directory; when the kernel's roots do not take it,
+// the session works in the kernel's own directory, and the screen says why.
+func TestLocalSessionOutsideRoots(t *testing.T) {
+	outside := "/"
+	l := startLive(t, "offline", func(o *tui.Options) { o.Local, o.Workspace = true, outside })
+	s := l.until("a session, and why it is not in this directory", contains("orrery · ses_", "attached", "works in the kernel's own directory, not /", "outside the workspace roots"))
+	if !strings.Contains(s, "idle") {
+		t.Errorf("the screen = %s, want an idle session", s)
 	}
 }

@@ -47,6 +47,11 @@ type Options struct {
 	Host bool
 	// Workspace is the directory @mentions complete against.
 	Workspace string
+	// Local is set when the kernel runs on this machine though this
+	// screen is not its host (bare orrery on a data dir another process
+	// holds): new sessions ask to work in Workspace, and when the kernel
+	// refuses that directory they work in the kernel's own, saying why.
+	Local bool
 	// Model names the model new sessions use ("" for the kernel's default).
 	Model string
 	// Logger receives the TUI's logs; nil discards them. It must not write
@@ -636,13 +641,22 @@ func (m *Model) newSessionCmd(model string) tea.Cmd {
 	cl := m.opts.Client
 	ctx := m.ctx
 	cwd := m.opts.Workspace
-	if !m.opts.Host {
+	if !m.opts.Host && !m.opts.Local {
 		// This machine's directory means nothing to a kernel elsewhere:
 		// the session works in the kernel's own.
 		cwd = ""
 	}
+	local := !m.opts.Host && m.opts.Local && cwd != ""
 	return func() tea.Msg {
 		id, err := cl.NewSession(ctx, protocol.SessionNew{Cwd: cwd, Model: model})
+		var refused *client.RequestError
+		if err != nil && local && errors.As(err, &refused) {
+			// The kernel does not take this directory: work in its own.
+			if id, err2 := cl.NewSession(ctx, protocol.SessionNew{Model: model}); err2 == nil {
+				why := noticeMsg{"this session works in the kernel's own directory, not " + termtext.StripLine(cwd) + ": " + termtext.StripLine(refused.Message)}
+				return tea.BatchMsg{func() tea.Msg { return why }, m.attachCmd(id)}
+			}
+		}
 		if err != nil {
 			return noticeMsg{"could not start a session: " + termtext.StripLine(err.Error())}
 		}

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/agent/ask"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/agent/subagent"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/ext"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/hub/hubtool"
@@ -75,8 +77,10 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 }
 
 // embedded is a kernel on the data dir's store, with its event hub, and its
-// MCP servers and extension host when it has them.
+// MCP servers and extension host when it has them. It holds the data dir
+// (lock) until Close.
 type embedded struct {
+	lock   *datadir.Lock
 	store  *sqlite.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
@@ -85,8 +89,10 @@ type embedded struct {
 	ext    *ext.Host // nil without extensions
 }
 
-// openKernel opens the store in cfg's data dir and starts a kernel on it,
-// closing any run a dead process left in flight; it warns when the data
+// openKernel takes cfg's data dir for this process (datadir.Acquire: a
+// *datadir.HeldError when another process holds it, whose client the caller
+// may become), opens the store in it and starts a kernel on it, closing
+// any run a dead process left in flight; it warns when the data
 // dir or its files are open to other users (warnOpenModes). Tools work in
 // the current directory unless a session names its own cwd; the shell
 // tool's commands get Orrery's environment without the models' keys and
@@ -108,14 +114,20 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	if _, err := agents.resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
+	lock, err := datadir.Acquire(cfg.Store.Data, datadir.Owner{Version: orrery.Version})
+	if err != nil {
+		return nil, err
+	}
 	st, err := sqlite.Open(cfg.DBPath())
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
 	}
 	warnOpenModes(log, cfg)
 	cwd, err := os.Getwd()
 	if err != nil {
 		st.Close()
+		lock.Close()
 		return nil, fmt.Errorf("find the current directory, the default workspace: %w", err)
 	}
 	kc := kernel.Config{
@@ -185,9 +197,10 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		_ = agents.Close(ctx)
 		servers.Close()
 		st.Close()
+		lock.Close()
 		return nil, err
 	}
-	return &embedded{store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}, nil
+	return &embedded{lock: lock, store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}, nil
 }
 
 // openExtensions finds the project's and the user's extensions and returns
@@ -226,13 +239,14 @@ func (e *embedded) extensions() server.Extensions {
 }
 
 // Close stops the extensions, then the kernel, the MCP servers and the
-// store.
+// store, and lets go of the data dir.
 func (e *embedded) Close(ctx context.Context) error {
 	var herr error
 	if e.ext != nil {
 		herr = e.ext.Close(ctx)
 	}
-	return errors.Join(herr, e.kernel.Close(ctx), e.agents.Close(ctx), e.mcp.Close(), e.store.Close())
+	err := errors.Join(herr, e.kernel.Close(ctx), e.agents.Close(ctx), e.mcp.Close(), e.store.Close())
+	return errors.Join(err, e.lock.Close())
 }
 
 func newLogger(e *env, level slog.Level) *slog.Logger {

@@ -38,6 +38,10 @@ func TestBinary(t *testing.T) {
 	t.Run("Usage", func(t *testing.T) { t.Parallel(); testUsage(t, bin) })
 	t.Run("ServeAgentTools", func(t *testing.T) { t.Parallel(); testServeAgentTools(t, bin) })
 	t.Run("Ext", func(t *testing.T) { t.Parallel(); testExt(t, bin) })
+	t.Run("TwoServes", func(t *testing.T) { t.Parallel(); testTwoServes(t, bin) })
+	t.Run("ClientsOfServe", func(t *testing.T) { t.Parallel(); testClientsOfServe(t, bin) })
+	t.Run("RunHolds", func(t *testing.T) { t.Parallel(); testRunHolds(t, bin) })
+	t.Run("RunWaits", func(t *testing.T) { t.Parallel(); testRunWaits(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
@@ -111,8 +115,14 @@ type server struct {
 // serve starts orrery serve and waits for its "listening on" line.
 func serve(t *testing.T, bin string, env []string, args ...string) *server {
 	t.Helper()
+	return serveIn(t, bin, env, "", args...)
+}
+
+// serveIn is serve in the directory dir ("" for the test's own).
+func serveIn(t *testing.T, bin string, env []string, dir string, args ...string) *server {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -194,7 +194,7 @@ type connectFlags struct {
 
 func (f *connectFlags) register(fset *flag.FlagSet) {
 	f.common.register(fset, false)
-	fset.StringVar(&f.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default http:// and [server] listen from the config)")
+	fset.StringVar(&f.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default: the one holding the data dir, over its pipe; else http:// and [server] listen from the config)")
 	fset.StringVar(&f.token, "token", "", "node token, needed for a kernel off loopback")
 }
 
@@ -203,11 +203,15 @@ func (f *connectFlags) dial(ctx context.Context, e *env) (*client.Client, error)
 	if err != nil {
 		return nil, err
 	}
+	copts := client.Options{Token: f.token, Client: "orrery ext", DataDir: cfg.Store.Data, Logger: newLogger(e, slog.LevelWarn)}
 	target := f.connect
 	if target == "" {
+		if cl := dialDataDir(ctx, cfg.Store.Data, copts); cl != nil {
+			return cl, nil
+		}
 		target = "http://" + dialAddr(cfg.Server.Listen)
 	}
-	return client.Dial(ctx, target, client.Options{Token: f.token, Client: "orrery ext", DataDir: cfg.Store.Data, Logger: newLogger(e, slog.LevelWarn)})
+	return client.Dial(ctx, target, copts)
 }
 
 func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session string, asJSON bool) error {

@@ -1,11 +1,14 @@
 // Command orrery is the Orrery agent kernel: one binary that hosts AI-agent
 // sessions and serves them to any number of clients.
 //
-//	orrery            the terminal UI on an embedded kernel (--connect URL to attach)
+//	orrery            the terminal UI on the data dir's kernel (--connect URL to attach)
 //	orrery serve      run the kernel on 127.0.0.1:7411
-//	orrery run -p …   run one prompt in an embedded kernel
+//	orrery run -p …   run one prompt in the data dir's kernel
 //	orrery sessions   list sessions
 //	orrery watch ID   follow a session on a running kernel
+//
+// One process at a time holds a data dir and runs its kernel (package
+// datadir); the others on the dir are its clients over DATA/orrery.sock.
 //
 // Run "orrery help" or "orrery COMMAND --help" for more.
 package main

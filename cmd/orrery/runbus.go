@@ -11,6 +11,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/bus"
+	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/crew"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
@@ -145,14 +146,29 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
-	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
+	c.placementRules(&cfg)
 	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(cr))
+	log := newLogger(c.env, slog.LevelWarn)
+	// The crew's runner is this process's: it cannot run in another's
+	// kernel. It waits for another orrery run to end; admit refuses any
+	// other holder.
+	j, err := embedOrJoin(ctx, cfg, client.Options{}, func() (*embedded, error) {
+		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr))
+	}, c.admit(cfg))
 	if err != nil {
-		return err
+		return c.interrupted(ctx, err)
 	}
-	defer k.Close(context.Background())
+	if j.cl != nil {
+		j.cl.Close() // admit never lets a crew join: not reached
+		return errors.New("a crew cannot run in another process's kernel")
+	}
+	ek := j.k
+	h, err := hold(c.env, cfg, c.common.configPath, ek, "orrery run "+c.target, log)
+	if err != nil {
+		return errors.Join(err, ek.Close(context.Background()))
+	}
+	defer h.Close(ctx, true, c.env.stderr)
+	k := ek
 	if cr.err != nil {
 		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
 	}
@@ -173,7 +189,7 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 		return err
 	}
 	defer sub.Close()
-	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions()})
 	if err != nil {
 		return err
 	}
@@ -200,7 +216,7 @@ func (c *runCmd) runEvents(ctx context.Context, sess *kernel.Session, h *hub.Hub
 	if err := br.Started(target); err != nil {
 		return err
 	}
-	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions()})
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/dialect"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
+	"github.com/getorrery/orrery/ui"
 )
 
 type runCmd struct {
@@ -50,7 +52,7 @@ func (r *ruleList) Set(v string) error {
 }
 
 func (c *runCmd) Synopsis() string {
-	return "run one prompt in an embedded kernel and print the answer"
+	return "run one prompt in the data dir's kernel (this process's, or the one holding the dir) and print the answer"
 }
 
 func (c *runCmd) Run(ctx context.Context, args []string) error {
@@ -95,15 +97,28 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Nobody can be asked here: a call that would be asked about is denied
-	// unless --allow or --yes covers it.
-	cfg.Permissions.Allow = append(cfg.Permissions.Allow, c.allow...)
-	cfg.Permissions.Deny = append(cfg.Permissions.Deny, c.deny...)
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), true, func(kc *kernel.Config) { kc.AutoApprove = c.yes }, c.busKernel(nil))
+	c.placementRules(&cfg)
+	// This process's own kernel when the data dir is free; else the
+	// holder's, as its client (runclient.go).
+	log := newLogger(c.env, slog.LevelWarn)
+	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log), func() (*embedded, error) {
+		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(nil))
+	}, c.admit(cfg))
 	if err != nil {
-		return err
+		return c.interrupted(ctx, err)
 	}
-	defer k.Close(context.Background())
+	if j.cl != nil {
+		defer j.cl.Close()
+		return c.runClient(ctx, cfg, j)
+	}
+	h, err := hold(c.env, cfg, c.common.configPath, j.k, "orrery run", log)
+	if err != nil {
+		return errors.Join(err, j.k.Close(context.Background()))
+	}
+	// Other orrery commands that became this kernel's clients meanwhile
+	// finish their work before it stops.
+	defer h.Close(ctx, true, c.env.stderr)
+	k := j.k
 
 	var sess *kernel.Session
 	if c.session != "" {
@@ -126,11 +141,47 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer sub.Close()
-	res, err := sess.Send(ctx, kernel.SendInput{Text: c.prompt})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: c.prompt, Permissions: c.permissions()})
 	if err != nil {
 		return err
 	}
 	return c.print(ctx, sess, sub, res.RunID)
+}
+
+// permissions are the run's own consent rules: --allow, --deny and --yes.
+// Nobody can be asked here, so a call that would be asked about is denied
+// unless --allow or --yes covers it. They are the run's, not the kernel's:
+// a run of another command on this kernel (its client) has only its own.
+func (c *runCmd) permissions() *kernel.RunPermissions {
+	if len(c.allow) == 0 && len(c.deny) == 0 && !c.yes {
+		return nil
+	}
+	return &kernel.RunPermissions{Allow: c.allow, Deny: c.deny, Yes: c.yes}
+}
+
+// placementRules adds the --allow and --deny rules that are placement
+// rules, ui(…), to cfg's [permissions]: placements are the kernel's, not a
+// run's (a tool call's rules go with the run, permissions).
+func (c *runCmd) placementRules(cfg *config.Config) {
+	for _, r := range c.allow {
+		if _, isUI, _ := ui.ParseUIRule(r); isUI {
+			cfg.Permissions.Allow = append(cfg.Permissions.Allow, r)
+		}
+	}
+	for _, r := range c.deny {
+		if _, isUI, _ := ui.ParseUIRule(r); isUI {
+			cfg.Permissions.Deny = append(cfg.Permissions.Deny, r)
+		}
+	}
+}
+
+// interrupted maps an error that came of a Ctrl-C before the run started
+// to the exit code of a cancelled run.
+func (c *runCmd) interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return &exitCodeError{code: exitCancelled, err: errors.New("cancelled")}
+	}
+	return err
 }
 
 // print writes the run's frames until its terminal event.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/server"
 )
 
@@ -62,7 +63,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		defaultListen = "0.0.0.0:7411"
 	}
 	fs.StringVar(&c.listen, "listen", "", "address to listen on (default "+defaultListen+"); port 0 picks a free one")
-	fs.StringVar(&c.pipe, "pipe", "", "also serve on a Unix socket: NAME makes DATA/NAME.sock, a path (with a /) is used as is")
+	fs.StringVar(&c.pipe, "pipe", "", "serve on one more Unix socket besides the data dir's DATA/orrery.sock: NAME makes DATA/NAME.sock, a path (with a /) is used as is")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it; default [server] tls_cert, $ORRERY_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the certificate's private key (PEM; default [server] tls_key, $ORRERY_TLS_KEY)")
 	if err := parse(fs, args); err != nil {
@@ -106,8 +107,15 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	k, err := openKernel(ctx, c.env, cfg, log, true)
+	k, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true) })
+	var held *datadir.HeldError
+	if errors.As(err, &held) {
+		return heldRefusal(held, "this orrery "+c.name())
+	}
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil // interrupted while waiting for the data dir
+		}
 		return err
 	}
 	defer func() {
@@ -128,25 +136,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("find the current directory, the default workspace root: %w", err)
 	}
 	sc, err := withBoundary(server.Config{
-		ListenAddr:    ln.Addr().String(),
-		Kernel:        k.kernel,
-		Hub:           k.hub,
-		MaxBodyBytes:  cfg.Server.MaxBodyBytes,
-		KeepAlive:     cfg.Server.KeepAlive.Duration,
-		FlushInterval: flushInterval(cfg.Server.FlushInterval.Duration),
-		Logger:        log,
-		Tokens:        tokens,
-		Models:        slices.Sorted(maps.Keys(cfg.Models)),
-		SaveConfig: func(key, value string) error {
-			path := c.common.configPath
-			if path == "" {
-				path = c.env.getenv("ORRERY_CONFIG")
-			}
-			if path == "" {
-				path = config.DefaultFile()
-			}
-			return config.Set(path, key, value)
-		},
+		ListenAddr:        ln.Addr().String(),
+		Kernel:            k.kernel,
+		Hub:               k.hub,
+		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
+		KeepAlive:         cfg.Server.KeepAlive.Duration,
+		FlushInterval:     flushInterval(cfg.Server.FlushInterval.Duration),
+		Logger:            log,
+		Tokens:            tokens,
+		Models:            slices.Sorted(maps.Keys(cfg.Models)),
+		SaveConfig:        saveConfig(c.env, c.common.configPath),
 		Extensions:        k.extensions(),
 		TLS:               tlsConfig,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.Duration,
@@ -163,8 +162,17 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	srv := server.New(sc)
 	hs := srv.HTTPServer()
 
+	// The data dir's pipe: the other orrery commands on the dir are this
+	// kernel's clients through it.
+	hp, err := serveHolderPipe(srv, cfg.Store.Data)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer hp.Close()
+	fmt.Fprintf(c.env.stdout, "pipe at %s\n", hp.path)
 	pipeErr := make(chan error, 1)
-	if c.pipe != "" {
+	if c.pipe != "" && pipePath(cfg, c.pipe) != hp.path {
 		path := pipePath(cfg, c.pipe)
 		pl, err := server.ListenPipe(path)
 		if err != nil {
@@ -195,6 +203,11 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		log.Warn(plain, "listen", cfg.Server.Listen)
 		fmt.Fprintln(c.env.stderr, "warning: "+plain)
 	}
+	if err := k.lock.Update(func(o *datadir.Owner) {
+		o.Command, o.Listen, o.Pipe, o.Roots = "orrery "+c.name(), scheme+"://"+dialAddr(ln.Addr().String()), hp.path, sc.Roots
+	}); err != nil {
+		log.Warn("say who holds the data dir", "err", err)
+	}
 	fmt.Fprintf(c.env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)
@@ -205,6 +218,10 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	case err := <-pipeErr:
 		if err != nil {
 			return fmt.Errorf("serve pipe: %w", err)
+		}
+	case <-hp.Done():
+		if err := hp.Close(); err != nil {
+			return fmt.Errorf("serve the data dir's pipe: %w", err)
 		}
 	case <-ctx.Done():
 	}

@@ -11,7 +11,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
+	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
 )
 
@@ -34,12 +37,24 @@ func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := openKernel(ctx, c.env, cfg, newLogger(c.env, slog.LevelWarn), false)
+	// The data dir's holder lists its sessions; when the dir is free this
+	// process holds it for as long as it reads the list.
+	log := newLogger(c.env, slog.LevelWarn)
+	j, err := embedOrJoin(ctx, cfg, client.Options{Client: "orrery-sessions", Logger: log}, func() (*embedded, error) {
+		return openKernel(ctx, c.env, cfg, log, false)
+	}, nil)
 	if err != nil {
 		return err
 	}
-	defer k.Close(context.Background())
-	list, err := k.kernel.Sessions(ctx)
+	var list []protocol.SessionSummary
+	if j.k != nil {
+		defer j.k.Close(context.Background())
+		_ = j.k.lock.Update(func(o *datadir.Owner) { o.Command = "orrery sessions" })
+		list, err = j.k.kernel.Sessions(ctx)
+	} else {
+		defer j.cl.Close()
+		list, err = j.cl.Sessions(ctx)
+	}
 	if err != nil {
 		return err
 	}

@@ -7,21 +7,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/getorrery/orrery/client"
-	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
-	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/tui"
 )
 
 // tuiCmd is bare `orrery`: the terminal UI, the host's own screen. With no
-// --connect it starts a kernel on the data dir in this process and attaches
-// to it over a pipe; with --connect it attaches to a running kernel.
+// --connect it starts a kernel on the data dir in this process, holding the
+// dir and serving its pipe, and attaches to it over that pipe; on a data dir
+// another process holds, it attaches to that process over the same pipe.
+// With --connect it attaches to a running kernel.
 type tuiCmd struct {
 	env     *env
 	common  commonFlags
@@ -104,69 +103,58 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	}
 
 	target := c.connect
+	var h *holding
+	var cl *client.Client
 	if target == "" {
-		opts.Host = true
+		// The data dir's kernel: this process's own when the dir is free,
+		// else the holder's, over its pipe.
 		opts.Model = c.common.model
 		// This screen is the host's own: a link a person opens here goes to
 		// the system opener (one argument, never a shell).
-		k, err := openKernel(ctx, c.env, cfg, log, true, func(kc *kernel.Config) { kc.Opener = kernel.SystemOpener{} })
+		j, err := embedOrJoin(ctx, cfg, copts, func() (*embedded, error) {
+			return openKernel(ctx, c.env, cfg, log, true, func(kc *kernel.Config) { kc.Opener = kernel.SystemOpener{} })
+		}, nil)
 		if err != nil {
-			return err
-		}
-		defer func() {
-			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := k.Close(closeCtx); err != nil {
-				log.Error("close kernel", "err", err)
+			if ctx.Err() != nil {
+				return nil
 			}
-		}()
-		sc, err := withBoundary(server.Config{
-			Kernel: k.kernel, Logger: log, FlushInterval: flushInterval(cfg.Server.FlushInterval.Duration),
-			SaveConfig: func(key, value string) error {
-				path := c.common.configPath
-				if path == "" {
-					path = c.env.getenv("ORRERY_CONFIG")
-				}
-				if path == "" {
-					path = config.DefaultFile()
-				}
-				return config.Set(path, key, value)
-			},
-		}, cfg, opts.Workspace, log)
-		if err != nil {
 			return err
 		}
-		srv := server.New(sc)
-		sock := filepath.Join(cfg.Store.Data, "tui-"+strconv.Itoa(os.Getpid())+".sock")
-		pl, err := server.ListenPipe(sock)
-		if err != nil {
-			return err
-		}
-		sctx, stop := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() { served <- srv.ServePipeListener(sctx, pl) }()
-		defer func() {
-			stop()
-			closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Close(closeCtx); err != nil {
-				log.Warn("close streams", "err", err)
+		if j.k != nil {
+			h, err = hold(c.env, cfg, c.common.configPath, j.k, "orrery (the terminal UI)", log)
+			if err != nil {
+				closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return errors.Join(err, j.k.Close(closeCtx))
 			}
-			<-served
-			os.Remove(sock)
-		}()
-		target = "pipe:" + sock
-		if c.common.modelWhy != "" {
-			log.Info("model", "model", cfg.Agent.Model, "why", c.common.modelWhy)
+			defer func() {
+				if err := h.Close(ctx, true, c.env.stderr); err != nil {
+					log.Error("close kernel", "err", err)
+				}
+			}()
+			opts.Host = true
+			target = "pipe:" + h.pipe.path
+			if c.common.modelWhy != "" {
+				log.Info("model", "model", cfg.Agent.Model, "why", c.common.modelWhy)
+			}
+		} else {
+			// Another process holds the data dir: this screen is its client,
+			// on this machine.
+			log.Info("the data dir is held by another process: attached to it", "holder", j.owner.String(), "pipe", j.owner.Pipe)
+			opts.Local = true
+			cl = j.cl
 		}
 	}
-	cl, err := client.Dial(ctx, target, copts)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if cl == nil {
+		cl, err = client.Dial(ctx, target, copts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("attach to %s: %w (is the kernel running? start one with orrery serve)", target, err)
 		}
-		return fmt.Errorf("attach to %s: %w (is the kernel running? start one with orrery serve)", target, err)
 	}
+	// Closed before the holding: a holder waits for its other clients only.
 	defer cl.Close()
 	opts.Client = cl
 	err = tui.Run(ctx, opts, c.env.stdin, c.env.stdout)

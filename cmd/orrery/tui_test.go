@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/store/sqlite"
 )
 
@@ -331,4 +332,65 @@ func notes(t *testing.T, data, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// TestTUIDataDirInTmux: bare orrery on a data dir orrery serve holds is the
+// server's client over its pipe (the status line says attached) and works
+// as on its own kernel; on a free data dir it holds the dir itself (host),
+// and orrery run and orrery sessions on that dir are its clients.
+func TestTUIDataDirInTmux(t *testing.T) {
+	tt := startTmux(t, 100, 30)
+	s := serveIn(t, tt.bin, tt.env, tt.ws, "--data", tt.data)
+	tt.tm("new-window", "-t", "t:", "-n", "app", "-c", tt.ws, tt.bin+" --data "+tt.data+"; sleep 60")
+	tt.tm("resize-window", "-t", "t:app", "-x", "100", "-y", "30")
+	tt.waitFor("the status line of a session attached to the server", has("orrery · ses_", "attached", "idle"))
+	tt.tm("send-keys", "-t", "t:app", "-l", "hello there")
+	tt.tm("send-keys", "-t", "t:app", "Enter")
+	tt.waitFor("the streamed answer", has("› hello there", `You said: "hello there"`))
+	var list struct {
+		Sessions []struct {
+			ID   string `json:"id"`
+			Head uint64 `json:"head"`
+		} `json:"sessions"`
+	}
+	s.control(map[string]any{"t": "session.list", "id": "l"}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].Head == 0 {
+		t.Errorf("the server's sessions = %+v, want the TUI's one, with its run", list.Sessions)
+	}
+	tt.tm("send-keys", "-t", "t:app", "C-c")
+	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	if code := s.stop(); code != 0 {
+		t.Errorf("orrery serve exit code after SIGINT = %d, want 0", code)
+	}
+
+	// A free dir: the TUI holds it.
+	own := tt.data + "-own"
+	tt.tm("kill-window", "-t", "t:app")
+	tt.tm("new-window", "-t", "t:", "-n", "app", "-c", tt.ws, tt.bin+" --data "+own+"; sleep 60")
+	tt.tm("resize-window", "-t", "t:app", "-x", "100", "-y", "30")
+	tt.waitFor("the status line of the host", has("orrery · ses_", "host", "idle"))
+	if o := waitOwner(t, own); o.Command != "orrery (the terminal UI)" {
+		t.Errorf("owner file = %+v, want the terminal UI", o)
+	}
+	r := orreryIn(t, tt.bin, tt.env, tt.ws, "run", "--model", "offline", "-p", "hello from a client", "--data", own)
+	if r.code != 0 || !strings.Contains(r.stdout, `You said: "hello from a client"`) {
+		t.Errorf("orrery run on the TUI's dir = %d, stdout %q, stderr %q; want 0 and the answer", r.code, r.stdout, r.stderr)
+	}
+	r = orreryIn(t, tt.bin, tt.env, tt.ws, "sessions", "--data", own)
+	if r.code != 0 || strings.Count(r.stdout, "ses_") != 2 || !strings.Contains(r.stdout, "hello from a client") {
+		t.Errorf("orrery sessions on the TUI's dir = %d, stdout %q, stderr %q; want the TUI's session and the run's", r.code, r.stdout, r.stderr)
+	}
+	tt.tm("send-keys", "-t", "t:app", "C-c")
+	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	deadline := time.Now().Add(waitLimit)
+	for {
+		o, _ := datadir.ReadOwner(own)
+		if o == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner file is still there after the TUI quit: %+v", o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -40,7 +40,7 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	c.common.register(fs, false)
 	fs.StringVar(&c.since, "since", "", "resume after this seq; without it the session's history comes first as a snapshot")
 	fs.BoolVar(&c.json, "json", false, "print each frame as one JSON line (AG-UI events, exactly as received)")
-	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default http:// and [server] listen from the config)")
+	fs.StringVar(&c.connect, "connect", "", "the kernel: http://HOST:PORT, ws://HOST:PORT or pipe:NAME (default: the one holding the data dir, over its pipe; else http:// and [server] listen from the config)")
 	fs.StringVar(&c.token, "token", "", "node token, needed for a kernel off loopback")
 	registerCACert(fs, &c.caCert)
 	positional, err := parseInterspersed(fs, args)
@@ -67,29 +67,41 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	target := c.connect
-	if target == "" {
-		target = "http://" + dialAddr(cfg.Server.Listen)
-		if cfg.Server.TLSCert != "" {
-			target = "https://" + dialAddr(cfg.Server.Listen)
-		}
-	}
 	hc, err := httpClient(c.caCert)
 	if err != nil {
 		return err
 	}
 	log := newLogger(c.env, slog.LevelWarn)
-	cl, err := client.Dial(ctx, target, client.Options{
+	copts := client.Options{
 		Token: c.token, Client: "orrery watch", DataDir: cfg.Store.Data, Logger: log, HTTPClient: hc,
 		Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	}
+	// Without --connect: the kernel that holds the data dir, over its
+	// pipe; when none does, [server] listen from the config.
+	var cl *client.Client
+	if c.connect == "" {
+		cl = dialDataDir(ctx, cfg.Store.Data, copts)
+	}
+	if cl == nil {
+		target := c.connect
+		if target == "" {
+			target = "http://" + dialAddr(cfg.Server.Listen)
+			if cfg.Server.TLSCert != "" {
+				target = "https://" + dialAddr(cfg.Server.Listen)
+			}
 		}
-		return err
+		cl, err = client.Dial(ctx, target, copts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 	}
 	defer cl.Close()
+	// Frames come as the session logged them, whichever transport carried
+	// them (a pipe tags each with its session).
+	untag := cl.Transport() != client.TransportHTTP
 	stream, err := cl.Attach(ctx, session, since)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -110,6 +122,9 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 			p.endLine()
 			p.out.Flush()
 			return fmt.Errorf("watch %s: %w", session, err)
+		}
+		if untag {
+			f.Data = f.Logged()
 		}
 		if err := p.frame(f); err != nil {
 			return err

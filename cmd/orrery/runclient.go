@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/getorrery/orrery/client"
+	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/termtext"
+	"github.com/getorrery/orrery/tool"
+)
+
+// orrery run on a data dir another process holds is that process's client
+// over the dir's pipe, and prints the same as on its own kernel:
+//
+//   - the session: --session's, or a new one (session.new) working in this
+//     directory, with the model --model, --agent or the config names (when
+//     none does, the holder's default);
+//   - the run: run.send with --allow, --deny and --yes as the run's
+//     permissions, so that they apply to this run as they would to this
+//     command's own kernel, and to no other run; the holder's
+//     [permissions] apply too, as to every run on it;
+//   - the frames: attached after the session's head, each as logged, and
+//     printed (or encoded with --stream-mode) by the same code.
+//
+// The client draws nothing, so, as on its own kernel, nobody is asked:
+// what would be asked about is denied unless --allow or --yes covers it
+// (or a person's client attached to the session answers it).
+
+// admit judges the holder of the data dir before orrery run joins it.
+// What cannot be its client: a crew and --events jsonl (they need a
+// kernel of their own), and a run in a new session in a directory the
+// holder does not take as a workspace. When the holder is another orrery
+// run, which ends by itself, such a run waits for the data dir, saying so
+// once on stderr; when it is one that stays (serve, the terminal UI, acp),
+// the run is refused, naming why and the choices.
+func (c *runCmd) admit(cfg config.Config) func(datadir.Owner) error {
+	said := false
+	return func(o datadir.Owner) error {
+		why := c.unjoinable(o)
+		if why == "" {
+			return nil
+		}
+		if o.Command != "orrery run" && !strings.HasPrefix(o.Command, "orrery run ") {
+			return &exitCodeError{code: exitError, err: fmt.Errorf("the data dir %s is in use by %s, and %s: "+
+				"%s, or give orrery run a data dir of its own with --data DIR", cfg.Store.Data, o, why, c.fix(o))}
+		}
+		if !said {
+			said = true
+			fmt.Fprintf(c.env.stderr, "orrery: %s\n", termtext.Visible(fmt.Sprintf("the data dir %s is in use by %s, and %s: this run starts when that one ends (Ctrl-C stops waiting)", cfg.Store.Data, o, why)))
+		}
+		return errWait
+	}
+}
+
+// unjoinable says why this run cannot be o's client, or "".
+func (c *runCmd) unjoinable(o datadir.Owner) string {
+	switch {
+	case c.target != "":
+		return "a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's)"
+	case c.events != "":
+		return "orrery run --events jsonl needs a kernel of its own (the bus answers questions and carries hub verbs as that kernel's own seat)"
+	case c.session != "" || len(o.Roots) == 0:
+		return "" // an existing session works where it always has
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "" // session.new says what is wrong
+	}
+	if _, err := (tool.Workspace{Root: o.Roots[0], Extra: o.Roots[1:]}).Resolve(cwd); err == nil {
+		return ""
+	}
+	return fmt.Sprintf("its sessions work in %s, which does not take this directory %s as a run's workspace", strings.Join(o.Roots, ", "), cwd)
+}
+
+// fix is what to do about unjoinable, but a data dir of the run's own.
+func (c *runCmd) fix(o datadir.Owner) string {
+	if c.target != "" || c.events != "" {
+		return "run it when the data dir is free"
+	}
+	return "run from inside one of " + strings.Join(o.Roots, ", ") + ", add this directory to [workspace] roots in that kernel's config and restart it"
+}
+
+// clientOptions are the options orrery run dials the holder of its data dir
+// with. A pipe drops only when its holder stops, so it tries again only a
+// few times.
+func (c *runCmd) clientOptions(log *slog.Logger) client.Options {
+	return client.Options{Client: "orrery-run", Logger: log, MaxReconnects: 3}
+}
+
+// runClient runs the prompt on the kernel j.cl is a client of.
+func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined) error {
+	if c.events != "" {
+		return &exitCodeError{code: exitError, err: fmt.Errorf("the data dir %s is in use by %s, and orrery run --events jsonl needs a kernel of its own (the bus answers questions and carries hub verbs as that kernel's own seat): "+
+			"run it when the data dir is free, or give it a data dir of its own with --data DIR", cfg.Store.Data, j.owner)}
+	}
+	cl := j.cl
+	// Requests that must be answered even after a Ctrl-C.
+	bg := context.WithoutCancel(ctx)
+	session := c.session
+	if session != "" {
+		list, err := cl.Sessions(bg)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(list, func(s protocol.SessionSummary) bool { return s.ID == session }) {
+			return &usageError{msg: fmt.Sprintf("no session %s in %s: list them with orrery sessions", session, cfg.Store.Data)}
+		}
+	} else {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("find the current directory, the run's workspace: %w", err)
+		}
+		model := c.common.model
+		if model == "" && c.common.agent == "" && c.common.modelWhy == "" {
+			model = cfg.Agent.Model // the config's; else the holder picks its own
+		}
+		session, err = cl.NewSession(bg, protocol.SessionNew{Model: model, Agent: c.common.agent, Cwd: cwd})
+		if err != nil {
+			return fmt.Errorf("%s holds the data dir %s and did not start a session for this run: %w (or give orrery run a data dir of its own with --data DIR)", j.owner, cfg.Store.Data, err)
+		}
+	}
+	page, err := cl.Read(bg, session, 0, 1)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Attach(bg, session, &page.Head)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	req := &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: protocol.RunInput{Text: c.prompt}}
+	if p := c.permissions(); p != nil {
+		req.Permissions = &protocol.RunPermissions{Allow: p.Allow, Deny: p.Deny, Yes: p.Yes}
+	}
+	value, err := cl.Do(bg, req)
+	if err != nil {
+		return err
+	}
+	var sent protocol.RunSendReply
+	if err := json.Unmarshal(value, &sent); err != nil {
+		return fmt.Errorf("decode the run.send reply: %w", err)
+	}
+	return c.printStream(ctx, cl, st, session, sent.RunID)
+}
+
+// printStream writes the run's frames as print does, until its terminal
+// event. A Ctrl-C cancels the run (run.cancel) and waits for its end.
+func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.Stream, session, runID string) error {
+	out := bufio.NewWriter(c.env.stdout)
+	defer out.Flush()
+	text := termtext.NewWriter(out) // the answer, shown visibly
+	defer text.Flush()
+	var cancelled atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		cancelled.Store(true)
+		_ = cl.Cancel(context.WithoutCancel(ctx), session, runID)
+	})
+	defer stop()
+	bg := context.WithoutCancel(ctx)
+	current := "" // the run the frames belong to, as the store tracks it
+	for {
+		f, err := st.Next(bg)
+		if err != nil {
+			text.Flush()
+			out.Flush()
+			return fmt.Errorf("the session stopped before the run ended: %v", err)
+		}
+		if f.Seq == 0 {
+			continue
+		}
+		if rs, ok := f.Event.(*protocol.RunStarted); ok {
+			current = rs.RunID
+		}
+		kf := kernel.Frame{Seq: f.Seq, Type: string(f.Type), Run: current, Data: f.Logged()}
+		if f.Type.Terminal() {
+			current = ""
+		}
+		done, err := c.frame(out, text, kf, runID)
+		if err != nil || done {
+			if err == nil && cancelled.Load() {
+				return &exitCodeError{code: exitCancelled, err: errors.New("cancelled")}
+			}
+			return err
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+}
