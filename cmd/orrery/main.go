@@ -6,6 +6,7 @@
 //	orrery run -p …   run one prompt in an embedded kernel
 //	orrery sessions   list sessions
 //	orrery watch ID   follow a session on a running kernel
+//	orrery db check   check the session log for damage (repair, backup PATH)
 //
 // Run "orrery help" or "orrery COMMAND --help" for more.
 package main
@@ -30,6 +31,7 @@ const (
 	exitError     = 1 // the command failed
 	exitUsage     = 2 // the command line was wrong
 	exitRunFailed = 3 // orrery run: the run ended with RUN_ERROR
+	// exitDamaged (4, db.go): orrery db check found the log damaged.
 	exitCancelled = 130
 )
 
@@ -72,6 +74,7 @@ func commands(e *env) map[string]command {
 		"watch":    &watchCmd{env: e},
 		"acp":      &acpCmd{env: e},
 		"ext":      &extCmd{env: e},
+		"db":       &dbCmd{env: e},
 	}
 }
 
