@@ -166,7 +166,7 @@ func (k *Kernel) markDamaged(d *DamagedError) {
 		"fix", "restore it from a backup or run orrery db repair")
 }
 
-// damage returns the refusal of id when its log is damaged, or nil.
+// damageLocked returns the refusal of id when its log is damaged, or nil.
 // k.mu must be held.
 func (k *Kernel) damageLocked(id string) error {
 	if d := k.damaged[id]; d != nil {

@@ -20,8 +20,9 @@ import (
 
 // damagedDir makes a data dir with sessions "head", "gap", "garbled" and
 // "whole", two offline runs each, then damages the first three with SQL:
-// a head beyond the last frame (with an open run the kernel must leave
-// alone), a frame deleted from the middle, a frame that is not JSON.
+// a head beyond the last frame and a frame deleted from the middle (each
+// with an open run the kernel must leave alone: the quick check sees the
+// first, only the load the second), a frame that is not JSON.
 func damagedDir(t *testing.T) (dir string, heads map[string]uint64) {
 	t.Helper()
 	dir = t.TempDir()
@@ -45,6 +46,7 @@ func damagedDir(t *testing.T) (dir string, heads map[string]uint64) {
 	for _, q := range []string{
 		`UPDATE sessions SET head = head + 40, open_run = 'run_lost' WHERE id = 'head'`,
 		`DELETE FROM frames WHERE seq = 5 AND sid = (SELECT sid FROM sessions WHERE id = 'gap')`,
+		`UPDATE sessions SET open_run = 'run_gap' WHERE id = 'gap'`,
 		`UPDATE frames SET data = CAST('{"type":"TEXT_MESSAGE_CONT' AS BLOB) WHERE seq = 7 AND sid = (SELECT sid FROM sessions WHERE id = 'garbled')`,
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -85,6 +87,9 @@ func TestDamagedSessionsAreRefused(t *testing.T) {
 			// The head's open run is the repair's to close, not the kernel's.
 			if info, err := e.store.Session(ctx, "head"); err != nil || info.OpenRun != "run_lost" || info.Head != heads["head"]+40 {
 				t.Errorf("store.Session(head) = %+v, %v, want it untouched", info, err)
+			}
+			if info, err := e.store.Session(ctx, "gap"); err != nil || info.OpenRun != "run_gap" || info.Head != heads["gap"] {
+				t.Errorf("store.Session(gap) = %+v, %v, want it untouched", info, err)
 			}
 			list, err := e.k.Sessions(ctx)
 			if err != nil {

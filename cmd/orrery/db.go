@@ -308,7 +308,7 @@ func closeRepairedRuns(ctx context.Context, path string, rep store.RepairReport)
 	}
 	cut := map[string]bool{}
 	for _, s := range rep.Sessions {
-		cut[s.Session] = s.OpenRun != ""
+		cut[s.Session] = s.OpenRun != "" && s.LostTo > 0
 	}
 	k := kernel.New(kernel.Config{
 		Store: st, Models: models.Resolve, DefaultModel: "offline", StoreCheck: kernel.CheckQuick,

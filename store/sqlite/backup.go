@@ -83,9 +83,16 @@ func BackupFile(ctx context.Context, path, dest string, opts BackupOptions) erro
 		err = os.Rename(tmp, dest)
 	} else {
 		// A link fails when dest appeared meanwhile, which a rename would
-		// silently replace.
+		// silently replace; where the file system has no links, check and
+		// rename.
 		if err = os.Link(tmp, dest); err == nil {
 			os.Remove(tmp)
+		} else if !errors.Is(err, fs.ErrExist) {
+			if _, serr := os.Lstat(dest); serr == nil {
+				err = fs.ErrExist
+			} else {
+				err = os.Rename(tmp, dest)
+			}
 		}
 	}
 	if err != nil {
