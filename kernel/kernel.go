@@ -95,6 +95,14 @@ type Config struct {
 	// orrery run -p) opens nothing: the clients get a notice naming the
 	// target instead.
 	Opener Opener
+	// Interrupted, when set, is the message of the RUN_ERROR interrupted
+	// that Open closes a session's run in flight with (orrery db repair
+	// says the log was cut back); nil says the server stopped during it.
+	Interrupted func(session string) string
+	// StoreCheck says how Open checks the store for damage when it is a
+	// store.Checker; the zero value checks what is cheap before Open
+	// returns and the rest in the background.
+	StoreCheck StoreCheck
 	// SessionLoaded, when set, is called each time a session is loaded
 	// into memory, after it started and before anyone else can use it: the
 	// extension host adds the session's extension tools and starts its
@@ -113,10 +121,15 @@ type Kernel struct {
 
 	components registry // extensions' declared components
 
-	mu        sync.Mutex // guards sessions, providers and closed
+	mu        sync.Mutex // guards sessions, providers, damaged and closed
 	sessions  map[string]*Session
 	providers map[string]agent.Provider
-	closed    bool
+	// damaged are the sessions refused because their logs are damaged.
+	damaged map[string]*DamagedError
+	closed  bool
+
+	stopCheck func()        // stops the background check of the store, or nil
+	checked   chan struct{} // closed when that check has ended
 }
 
 // New returns a kernel with cfg's defaults filled in. It starts nothing.
@@ -135,19 +148,37 @@ func New(cfg Config) *Kernel {
 		log:       cfg.Logger,
 		sessions:  make(map[string]*Session),
 		providers: make(map[string]agent.Provider),
+		damaged:   make(map[string]*DamagedError),
+		checked:   make(chan struct{}),
 	}
 }
 
 func (k *Kernel) now() time.Time { return k.cfg.Now() }
 
-// Open checks the configuration and closes every run the log shows in
-// flight (the process that ran it died) with one RUN_ERROR interrupted.
+// Open checks the configuration, checks the store for damage
+// (Config.StoreCheck), and closes every run the log shows in flight (the
+// process that ran it died) with one RUN_ERROR interrupted. A store whose
+// session records are damaged refuses the start (a *StoreDamagedError);
+// a damaged session is refused by name (a *DamagedError) and its open run
+// left to orrery db repair.
 func (k *Kernel) Open(ctx context.Context) error {
+	if err := k.open(ctx); err != nil {
+		close(k.checked)
+		return err
+	}
+	k.startFullCheck()
+	return nil
+}
+
+func (k *Kernel) open(ctx context.Context) error {
 	if k.cfg.Store == nil || k.cfg.Models == nil {
 		return errors.New("kernel: Config.Store and Config.Models are required")
 	}
 	if _, err := k.provider(k.cfg.DefaultModel); err != nil {
 		return fmt.Errorf("default model: %w", err)
+	}
+	if err := k.checkStore(ctx); err != nil {
+		return err
 	}
 	sessions, err := k.cfg.Store.Sessions(ctx)
 	if err != nil {
@@ -158,13 +189,21 @@ func (k *Kernel) Open(ctx context.Context) error {
 			continue
 		}
 		s, err := k.Session(ctx, info.ID)
+		var damaged *DamagedError
+		if errors.As(err, &damaged) {
+			continue // refused by name; orrery db repair closes its run
+		}
 		if err != nil {
 			return fmt.Errorf("recover session %s: %w", info.ID, err)
+		}
+		why := "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
+		if k.cfg.Interrupted != nil {
+			why = k.cfg.Interrupted(info.ID)
 		}
 		var ierr error
 		var flushed <-chan struct{}
 		if err := s.do(ctx, func() {
-			ierr = s.interrupt(info.OpenRun, "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry")
+			ierr = s.interrupt(info.OpenRun, why)
 			flushed = s.commits.flushed()
 		}); err != nil {
 			return fmt.Errorf("recover session %s: %w", info.ID, err)
@@ -185,6 +224,13 @@ func (k *Kernel) Open(ctx context.Context) error {
 // Close ends every run in flight as interrupted, commits what is queued and
 // stops every session. It waits until ctx ends at most.
 func (k *Kernel) Close(ctx context.Context) error {
+	if k.stopCheck != nil {
+		k.stopCheck()
+		select {
+		case <-k.checked:
+		case <-ctx.Done():
+		}
+	}
 	k.mu.Lock()
 	k.closed = true
 	sessions := make([]*Session, 0, len(k.sessions))
@@ -292,6 +338,7 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	k.mu.Lock()
 	s, ok := k.sessions[id]
 	closed := k.closed
+	damaged := k.damageLocked(id)
 	k.mu.Unlock()
 	if ok {
 		return s, nil
@@ -299,13 +346,20 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	if closed {
 		return nil, ErrSessionClosed
 	}
+	if damaged != nil {
+		return nil, damaged
+	}
 	k.loadMu.Lock()
 	defer k.loadMu.Unlock()
 	k.mu.Lock()
 	s, ok = k.sessions[id]
+	damaged = k.damageLocked(id)
 	k.mu.Unlock()
 	if ok {
 		return s, nil
+	}
+	if damaged != nil {
+		return nil, damaged
 	}
 	info, err := k.cfg.Store.Session(ctx, id)
 	if err != nil {
@@ -313,6 +367,10 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	}
 	s = newSession(k, info)
 	if err := s.load(ctx); err != nil {
+		var d *DamagedError
+		if errors.As(err, &d) {
+			k.markDamaged(d)
+		}
 		return nil, err
 	}
 	s.start()
@@ -358,6 +416,11 @@ func (k *Kernel) Sessions(ctx context.Context) ([]protocol.SessionSummary, error
 			sum.Running = live.Running()
 			sum.Head = max(sum.Head, live.Head())
 		}
+		k.mu.Lock()
+		if d := k.damaged[info.ID]; d != nil {
+			sum.Damaged = d.Error()
+		}
+		k.mu.Unlock()
 		out = append(out, sum)
 	}
 	return out, nil

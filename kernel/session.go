@@ -89,12 +89,16 @@ func (s *Session) Running() bool { return s.running.Load() }
 func (s *Session) Head() uint64 { return s.hub.head() }
 
 // load rebuilds the session's state from its log. It runs before the actor
-// starts.
+// starts. A log that is not whole (damage.go) refuses the session with a
+// *DamagedError.
 func (s *Session) load(ctx context.Context) error {
 	err := s.k.cfg.Store.Scan(ctx, s.id, 0, func(f store.Frame) error {
+		if err := s.loadedFrame(f); err != nil {
+			return err
+		}
 		ev, err := protocol.DecodeEvent(f.Data)
 		if err != nil {
-			return fmt.Errorf("load session %s seq %d: %w", s.id, f.Seq, err)
+			return s.undecodable(f, err)
 		}
 		if next, err := s.state.check(ev); err == nil && next != nil {
 			s.state.doc = bytes.Clone(next)
@@ -113,7 +117,7 @@ func (s *Session) load(ctx context.Context) error {
 		s.head = f.Seq
 		return nil
 	})
-	if err != nil {
+	if err := s.loaded(err); err != nil {
 		return err
 	}
 	s.hub.published = s.head

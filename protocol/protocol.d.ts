@@ -764,6 +764,7 @@ export interface SessionSummary {
   running: boolean;
   micro_usd: number;
   model?: string;
+  damaged?: string;
 }
 
 export interface Source {

@@ -54,6 +54,10 @@ type SessionSummary struct {
 	Running  bool   `json:"running"`
 	MicroUSD int64  `json:"micro_usd"`
 	Model    string `json:"model,omitempty"`
+	// Damaged, when set, is the refusal every request naming the session
+	// gets: its log is damaged after some seq, and head is what its record
+	// says, not what can be read.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // SessionListReply is the value of a SessionList reply.

@@ -392,13 +392,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 }
 
 // kernelError answers an error from the kernel with the status it means.
+// A damaged session is 409, as a busy one is: the session's state refuses
+// the request until someone acts (orrery db repair), so a client must not
+// retry it as it would a 5xx; the sentence says which it is.
 func (s *Server) kernelError(w http.ResponseWriter, err error) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
 	var since *kernel.SinceError
+	var damaged *kernel.DamagedError
 	switch {
 	case errors.As(err, &busy):
 		writeError(w, http.StatusConflict, busy.Error())
+	case errors.As(err, &damaged):
+		writeError(w, http.StatusConflict, damaged.Error())
 	case errors.As(err, &reqErr):
 		writeError(w, http.StatusBadRequest, reqErr.Error())
 	case errors.As(err, &since):

@@ -121,7 +121,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	st, err := sqlite.Open(cfg.DBPath())
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
+		return nil, storeOpenError(cfg, err)
 	}
 	warnOpenModes(log, cfg)
 	cwd, err := os.Getwd()

@@ -6,6 +6,7 @@
 //	orrery run -p …   run one prompt in the data dir's kernel
 //	orrery sessions   list sessions
 //	orrery watch ID   follow a session on a running kernel
+//	orrery db check   check the session log for damage (repair, backup PATH)
 //
 // One process at a time holds a data dir and runs its kernel (package
 // datadir); the others on the dir are its clients over DATA/orrery.sock.
@@ -33,6 +34,7 @@ const (
 	exitError     = 1 // the command failed
 	exitUsage     = 2 // the command line was wrong
 	exitRunFailed = 3 // orrery run: the run ended with RUN_ERROR
+	// exitDamaged (4, db.go): orrery db check found the log damaged.
 	exitCancelled = 130
 )
 
@@ -75,6 +77,7 @@ func commands(e *env) map[string]command {
 		"watch":    &watchCmd{env: e},
 		"acp":      &acpCmd{env: e},
 		"ext":      &extCmd{env: e},
+		"db":       &dbCmd{env: e},
 	}
 }
 

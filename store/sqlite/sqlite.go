@@ -107,7 +107,7 @@ func Open(path string) (*Log, error) {
 	}
 	if _, err := l.writer.Exec(schema); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("create schema in %s: %w", path, err)
+		return nil, fmt.Errorf("create schema in %s: %w", path, damaged(err))
 	}
 	if l.reader, err = openDB(path, max(4, runtime.GOMAXPROCS(0))); err != nil {
 		l.Close()
@@ -115,7 +115,7 @@ func Open(path string) (*Log, error) {
 	}
 	if err := l.loadSessions(); err != nil {
 		l.Close()
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", path, damaged(err))
 	}
 	if l.insertStmt, err = l.writer.Prepare(`INSERT INTO frames (sid, seq, type, run, data) VALUES (?, ?, ?, ?, ?)`); err != nil {
 		l.Close()
@@ -177,7 +177,7 @@ func openDB(path string, conns int) (*sql.DB, error) {
 	db.SetConnMaxLifetime(0)
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, damaged(err))
 	}
 	return db, nil
 }
@@ -284,7 +284,7 @@ func (l *Log) Session(ctx context.Context, id string) (store.Session, error) {
 		return s, fmt.Errorf("read session %s: %w", id, store.ErrUnknownSession)
 	}
 	if err != nil {
-		return s, fmt.Errorf("read session %s: %w", id, err)
+		return s, fmt.Errorf("read session %s: %w", id, damaged(err))
 	}
 	return s, nil
 }
@@ -293,18 +293,21 @@ func (l *Log) Session(ctx context.Context, id string) (store.Session, error) {
 func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
 	rows, err := l.reader.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY created DESC, sid DESC`)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return nil, fmt.Errorf("list sessions: %w", damaged(err))
 	}
 	defer rows.Close()
 	out := []store.Session{}
 	for rows.Next() {
 		s, err := scanSession(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
+			return nil, fmt.Errorf("list sessions: %w", damaged(err))
 		}
 		out = append(out, s)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", damaged(err))
+	}
+	return out, nil
 }
 
 func (l *Log) sid(id string) (int64, error) {
@@ -347,7 +350,7 @@ func (l *Log) scan(ctx context.Context, session string, since uint64, limit int,
 	rows, err := l.reader.QueryContext(ctx,
 		`SELECT seq, type, run, data FROM frames WHERE sid = ? AND seq > ? ORDER BY seq LIMIT ?`, sid, since, limit)
 	if err != nil {
-		return fmt.Errorf("read session %s: %w", session, err)
+		return fmt.Errorf("read session %s: %w", session, damaged(err))
 	}
 	defer rows.Close()
 	var data sql.RawBytes
@@ -362,7 +365,7 @@ func (l *Log) scan(ctx context.Context, session string, since uint64, limit int,
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read session %s: %w", session, err)
+		return fmt.Errorf("read session %s: %w", session, damaged(err))
 	}
 	return nil
 }

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Log) {
 		{"Reopen", testReopen},
 		{"Close", testClose},
 		{"CloseWhileAppending", testCloseWhileAppending},
+		{"Check", testCheck},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -890,4 +891,43 @@ func testCloseWhileAppending(t *testing.T, s *suite) {
 			t.Errorf("Read(%q, 0, 0) after reopen = %s", id, d)
 		}
 	}
+}
+
+// testCheck runs on a Log that is a store.Checker: a whole log passes the
+// quick and the full check, which count what it holds, before and after
+// more appends.
+func testCheck(t *testing.T, s *suite) {
+	l := s.newLog(t)
+	c, ok := l.(store.Checker)
+	if !ok {
+		t.Skip("the Log is not a store.Checker")
+	}
+	mustCreate(t, l, "a", "b", "empty")
+	mustAppend(t, l, store.Batch{Session: "a", Frames: append(frames("a", 1, 3), event(4, "RUN_STARTED", "run-a"))},
+		store.Batch{Session: "b", Frames: frames("b", 1, 7)})
+	check := func(want int64) {
+		t.Helper()
+		for _, full := range []bool{false, true} {
+			seen := 0
+			rep, err := c.Check(t.Context(), store.CheckOptions{Full: full, Frame: func(data []byte) error {
+				seen++
+				if len(data) == 0 {
+					return errors.New("empty")
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatalf("Check(full %v) = %v, want nil", full, err)
+			}
+			if !rep.OK() || rep.Sessions != 3 || rep.Full != full {
+				t.Errorf("Check(full %v) = %+v, want OK with 3 sessions", full, rep)
+			}
+			if full && (rep.Frames != want || int64(seen) != want) {
+				t.Errorf("Check(full) = %d frames, %d passed to Frame, want %d", rep.Frames, seen, want)
+			}
+		}
+	}
+	check(11)
+	mustAppend(t, l, store.Batch{Session: "b", Frames: frames("b", 8, 2)}, store.Batch{Session: "empty", Frames: frames("empty", 1, 1)})
+	check(14)
 }
