@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/internal/prose"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
@@ -79,6 +81,19 @@ func (c *dbCmd) Run(ctx context.Context, args []string) error {
 	case "check":
 		return c.check(ctx, path)
 	case "repair":
+		if c.file == "" {
+			// The data dir's own log: hold the dir for the whole repair and
+			// the closing of its runs, so no kernel starts in between.
+			lock, err := datadir.Acquire(filepath.Dir(path), datadir.Owner{Command: "orrery db repair", Version: orrery.Version})
+			var held *datadir.HeldError
+			if errors.As(err, &held) {
+				return &exitCodeError{code: exitError, err: fmt.Errorf("%v: a repair needs the log to itself; stop that process first, then run orrery db repair again", held)}
+			}
+			if err != nil {
+				return err
+			}
+			defer lock.Close()
+		}
 		return c.repair(ctx, path)
 	default:
 		if dest == "" {
@@ -286,8 +301,8 @@ func closeRepairedRuns(ctx context.Context, path string, rep store.RepairReport)
 	if !rep.Repaired {
 		return nil, nil
 	}
-	// TODO(lock): hold the data dir's lock from the repair to here, once
-	// it has one, so no server starts in between.
+	// The caller holds the data dir (when path is its log), so no server
+	// starts between the repair and this.
 	st, err := sqlite.Open(path)
 	if err != nil {
 		return nil, err

@@ -477,6 +477,12 @@ func checkServing(t *testing.T, l *live, damaged map[string]store.Damage, db str
 	if code == 0 || !strings.Contains(stderr, "in use") || !strings.Contains(stderr, "stop it") {
 		t.Errorf("orrery db repair with the server running = %d, stderr %q; want a refusal naming the fix", code, stderr)
 	}
+	// On the data dir itself it is the dir's lock that refuses it, naming
+	// the holder.
+	code, _, stderr = dbCLI(t, "db", "repair", "--data", filepath.Dir(db))
+	if code == 0 || !strings.Contains(stderr, "in use by") || !strings.Contains(stderr, "stop that process") {
+		t.Errorf("orrery db repair --data with the server running = %d, stderr %q; want the holder named and the fix", code, stderr)
+	}
 }
 
 // TestDBSQLEdits: a gap and a head beyond the last frame, made with SQL,

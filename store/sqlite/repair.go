@@ -41,10 +41,9 @@ var ErrInUse = errors.New("the database is in use")
 // from a backup.
 func RepairFile(ctx context.Context, path string, opts store.RepairOptions) (store.RepairReport, error) {
 	var rep store.RepairReport
-	// TODO(lock): once the data dir has its lock (one owner per log), take
-	// it here too; until then SQLite's exclusive lock on the file is what
-	// keeps a kernel out, and a kernel that starts while the repair holds
-	// it waits (busy_timeout) and then opens the repaired file.
+	// SQLite's exclusive lock on the file keeps any other opener out for
+	// the repair; orrery db repair also holds the data dir's lock
+	// (package datadir), so no kernel even starts meanwhile.
 	db, err := openExisting(path, "EXCLUSIVE")
 	if err != nil {
 		return rep, err
