@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"weak"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/consent"
@@ -100,6 +101,24 @@ type Config struct {
 	// extension host adds the session's extension tools and starts its
 	// extensions from it. It must not block: start slow work on a goroutine.
 	SessionLoaded func(*Session)
+	// SessionUnloaded, when set, is called each time a session was
+	// unloaded after a quiet spell (IdleUnload), once its goroutines
+	// stopped: the extension host drops the session's extensions, which
+	// SessionLoaded starts again when the session next loads. It must not
+	// block or call the session.
+	SessionUnloaded func(*Session)
+	// IdleUnload is how long a session stays loaded with no run, no
+	// subscriber and no Hold (an extension process) before it is unloaded:
+	// its goroutines stop and its memory is freed, and it loads again from
+	// its checkpoint on the next use. 0 keeps every session loaded until
+	// Close; cmd/orrery sets [kernel] idle_unload (10 minutes by default).
+	IdleUnload time.Duration
+	// CheckpointEvery is how many frames a session logs between two
+	// checkpoints of its state, when the store keeps checkpoints
+	// (store.Checkpointer); a session also checkpoints at the end of each
+	// run, when it unloads and at Close. 0 means DefaultCheckpointEvery;
+	// a negative value writes none.
+	CheckpointEvery int
 }
 
 // Kernel hosts sessions. Create it with New, start it with Open, stop it
@@ -113,8 +132,9 @@ type Kernel struct {
 
 	components registry // extensions' declared components
 
-	mu        sync.Mutex // guards sessions, providers and closed
+	mu        sync.Mutex // guards sessions, dormant, providers and closed
 	sessions  map[string]*Session
+	dormant   map[string]weak.Pointer[Session] // unloaded sessions something may still hold (unload.go)
 	providers map[string]agent.Provider
 	closed    bool
 }
@@ -140,8 +160,11 @@ func New(cfg Config) *Kernel {
 
 func (k *Kernel) now() time.Time { return k.cfg.Now() }
 
-// Open checks the configuration and closes every run the log shows in
-// flight (the process that ran it died) with one RUN_ERROR interrupted.
+// Open checks the configuration and takes the recover step of every
+// session whose log shows a run in flight (the process that ran it died):
+// the run gets one RUN_ERROR interrupted when its session loads, so Open
+// loads those sessions now, and the session list never shows a run
+// running that nothing runs.
 func (k *Kernel) Open(ctx context.Context) error {
 	if k.cfg.Store == nil || k.cfg.Models == nil {
 		return errors.New("kernel: Config.Store and Config.Models are required")
@@ -157,33 +180,15 @@ func (k *Kernel) Open(ctx context.Context) error {
 		if info.OpenRun == "" {
 			continue
 		}
-		s, err := k.Session(ctx, info.ID)
-		if err != nil {
+		if _, err := k.Session(ctx, info.ID); err != nil {
 			return fmt.Errorf("recover session %s: %w", info.ID, err)
 		}
-		var ierr error
-		var flushed <-chan struct{}
-		if err := s.do(ctx, func() {
-			ierr = s.interrupt(info.OpenRun, "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry")
-			flushed = s.commits.flushed()
-		}); err != nil {
-			return fmt.Errorf("recover session %s: %w", info.ID, err)
-		}
-		if ierr != nil {
-			return fmt.Errorf("recover session %s: %w", info.ID, ierr)
-		}
-		select {
-		case <-flushed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		k.log.Info("closed interrupted run", "session", info.ID, "run", info.OpenRun)
 	}
 	return nil
 }
 
-// Close ends every run in flight as interrupted, commits what is queued and
-// stops every session. It waits until ctx ends at most.
+// Close ends every run in flight as interrupted, commits what is queued,
+// checkpoints and stops every session. It waits until ctx ends at most.
 func (k *Kernel) Close(ctx context.Context) error {
 	k.mu.Lock()
 	k.closed = true
@@ -191,8 +196,20 @@ func (k *Kernel) Close(ctx context.Context) error {
 	for _, s := range k.sessions {
 		sessions = append(sessions, s)
 	}
+	var dormant []*Session
+	for _, w := range k.dormant {
+		if s := w.Value(); s != nil {
+			dormant = append(dormant, s)
+		}
+	}
 	k.sessions = map[string]*Session{}
+	k.dormant = nil
 	k.mu.Unlock()
+	// An unloaded session runs nothing, but a subscriber may still wait
+	// on it.
+	for _, s := range dormant {
+		s.hub.close(ErrSessionClosed)
+	}
 	errs := make([]error, len(sessions))
 	var wg sync.WaitGroup
 	for i, s := range sessions {
@@ -287,7 +304,8 @@ func (k *Kernel) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 }
 
 // Session returns the session with id, loading it from the store on first
-// use. An unknown id gives an error that wraps ErrUnknownSession.
+// use (and again after it was unloaded). An unknown id gives an error that
+// wraps ErrUnknownSession.
 func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	k.mu.Lock()
 	s, ok := k.sessions[id]
@@ -303,8 +321,19 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	defer k.loadMu.Unlock()
 	k.mu.Lock()
 	s, ok = k.sessions[id]
+	if !ok {
+		// One Session per id: an unloaded one that is still held loads
+		// again in place.
+		s = k.dormantSessionLocked(id)
+	}
 	k.mu.Unlock()
 	if ok {
+		return s, nil
+	}
+	if s != nil {
+		if err := k.reloadLocked(ctx, s); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	info, err := k.cfg.Store.Session(ctx, id)
@@ -312,21 +341,9 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	s = newSession(k, info)
-	if err := s.load(ctx); err != nil {
+	if err := k.bringUp(ctx, s); err != nil {
 		return nil, err
 	}
-	s.start()
-	if k.cfg.SessionLoaded != nil {
-		k.cfg.SessionLoaded(s)
-	}
-	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
-		s.close(ctx)
-		return nil, ErrSessionClosed
-	}
-	k.sessions[id] = s
-	k.mu.Unlock()
 	return s, nil
 }
 
