@@ -45,6 +45,7 @@ type checkpoint struct {
 	session     string
 	head        uint64
 	headSum     uint64 // fnv64a of the data of the frame at head; 0 at head 0
+	headData    []byte // on load, that frame's data as the log holds it
 	state       []byte
 	snapshotted bool
 	messages    []protocol.Message
@@ -250,7 +251,7 @@ func (s *Session) takeCheckpoint() *checkpoint {
 // restore sets the session's state from c. Runs in load, before the actor
 // starts.
 func (s *Session) restore(c *checkpoint) {
-	s.head = c.head
+	s.head, s.lastData = c.head, c.headData
 	s.state.doc = c.state
 	s.snapshotted = c.snapshotted
 	s.transcript = transcript{}
@@ -402,6 +403,8 @@ func (s *Session) loadCheckpoint(ctx context.Context) *checkpoint {
 		case err != nil:
 		case len(frames) != 1 || frames[0].Seq != c.head || frameSum(frames[0].Data) != c.headSum:
 			err = fmt.Errorf("%w: its frame %d is not the log's", errCheckpoint, c.head)
+		default:
+			c.headData = frames[0].Data
 		}
 	}
 	if err != nil {
