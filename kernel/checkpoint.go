@@ -381,7 +381,7 @@ func (s *Session) writeCheckpoint(c *checkpoint) {
 // or whose head frame is not the log's, is ignored.
 func (s *Session) loadCheckpoint(ctx context.Context) *checkpoint {
 	cp, ok := s.k.cfg.Store.(store.Checkpointer)
-	if !ok {
+	if !ok || s.k.cfg.CheckpointEvery < 0 {
 		return nil
 	}
 	sc, err := cp.LoadCheckpoint(ctx, s.id)

@@ -117,7 +117,8 @@ type Config struct {
 	// checkpoints of its state, when the store keeps checkpoints
 	// (store.Checkpointer); a session also checkpoints at the end of each
 	// run, when it unloads and at Close. 0 means DefaultCheckpointEvery;
-	// a negative value writes none.
+	// a negative value writes none and reads none (every load rebuilds
+	// from seq 0).
 	CheckpointEvery int
 }
 
@@ -345,6 +346,14 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Loaded counts the sessions in memory: those used since they were last
+// unloaded (Config.IdleUnload), or since the kernel opened.
+func (k *Kernel) Loaded() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.sessions)
 }
 
 // forget drops a broken session so that its next use reloads it.
