@@ -21,7 +21,7 @@ import (
 	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
-	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
@@ -77,7 +77,7 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 // embedded is a kernel on the data dir's store, with its event hub, and its
 // MCP servers and extension host when it has them.
 type embedded struct {
-	store  *sqlite.Log
+	store  store.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
 	agents *acpAgents
@@ -108,9 +108,9 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	if _, err := agents.resolve(cfg.Agent.Model); err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
-	st, err := sqlite.Open(cfg.DBPath())
+	st, err := openStore(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
+		return nil, err
 	}
 	warnOpenModes(log, cfg)
 	cwd, err := os.Getwd()
@@ -133,6 +133,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Limits:         component.Limits{ComponentBytes: cfg.Limits.ComponentBytes, DataBytes: cfg.Limits.DataBytes, DataUpdatesPerSec: cfg.Limits.DataUpdatesPerSec},
 		Logger:         log,
 	}
+	kc.IdleUnload, kc.CheckpointEvery = cfg.Kernel.IdleUnload.Duration, cfg.Kernel.CheckpointEvery
 	h := hub.NewWithOptions(hub.Options{Logger: log})
 	kc.Tools = withTools(kc.Tools, subagent.TaskTool{
 		// Read when called, so an option that wraps kc.Models applies. A
