@@ -21,11 +21,12 @@ import (
 // checkpoints when Config.CheckpointEvery is 0.
 const DefaultCheckpointEvery = 1024
 
-// checkpointBudget bounds what checkpoints cost against what they save: a
-// periodic or end-of-run checkpoint waits until the frames logged since the
-// last one weigh at least 1/checkpointBudget of that checkpoint, so a
-// session whose state is large against its traffic (one answer streamed
-// for a million tokens) writes at most that share more bytes than its log.
+// checkpointBudget bounds what checkpoints cost against the log they
+// save reading: a periodic or end-of-run checkpoint waits until the frames
+// logged since the last one weigh checkpointBudget times that checkpoint,
+// so checkpoints add at most 1/checkpointBudget to the bytes a session
+// writes, however large its state is against its traffic (one answer
+// streamed for a million tokens).
 const checkpointBudget = 4
 
 // checkpointMagic and checkpointVersion open every encoded checkpoint; one
@@ -285,15 +286,15 @@ func (s *Session) noteFrame(data []byte) {
 
 // maybeCheckpoint writes a checkpoint when one is due: at least
 // Config.CheckpointEvery frames since the last one (any number when
-// runEnded), and those frames weigh enough against the last checkpoint's
-// size (checkpointBudget). Runs on the actor.
+// runEnded), weighing checkpointBudget times the last checkpoint's size.
+// Runs on the actor.
 func (s *Session) maybeCheckpoint(runEnded bool) {
 	s.assertActor()
 	every := s.k.checkpointEvery()
 	if every == 0 || s.ckptFrames == 0 || (!runEnded && s.ckptFrames < every) {
 		return
 	}
-	if s.ckptBytes*checkpointBudget < s.ckpt.lastSize.Load() {
+	if s.ckptBytes < s.ckpt.lastSize.Load()*checkpointBudget {
 		return
 	}
 	s.checkpointNow()
