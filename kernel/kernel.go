@@ -207,21 +207,31 @@ func (k *Kernel) Close(ctx context.Context) error {
 	k.dormant = nil
 	k.mu.Unlock()
 	// An unloaded session runs nothing, but a subscriber may still wait
-	// on it.
+	// on it, and the goroutine that unloaded it may still be writing its
+	// checkpoint.
+	var errs []error
 	for _, s := range dormant {
 		s.hub.close(ErrSessionClosed)
+		s.lifeMu.RLock()
+		a := s.act
+		s.lifeMu.RUnlock()
+		select {
+		case <-a.exited:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("close session %s: %w", s.id, ctx.Err()))
+		}
 	}
-	errs := make([]error, len(sessions))
+	closed := make([]error, len(sessions))
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
 			if err := s.close(ctx); err != nil {
-				errs[i] = fmt.Errorf("close session %s: %w", s.id, err)
+				closed[i] = fmt.Errorf("close session %s: %w", s.id, err)
 			}
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, closed...)...)
 }
 
 // provider returns the provider for spec, resolving it once per kernel so

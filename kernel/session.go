@@ -42,6 +42,10 @@ type Session struct {
 	act      *actor // the running actor; replaced when the session loads again
 	unloaded bool   // the actor stopped for a quiet spell; the next do reloads
 
+	// cleanup is whether the kernel asked to forget s once it is
+	// collected (unload.go); guarded by k.mu.
+	cleanup bool
+
 	// holds counts Hold calls not released: extension processes running.
 	holds atomic.Int64
 	// activeAt is when the session was last used (unix nanos of

@@ -121,10 +121,11 @@ func (k *Kernel) dormantLocked(s *Session) {
 	if k.dormant == nil {
 		k.dormant = make(map[string]weak.Pointer[Session])
 	}
-	if _, ok := k.dormant[s.id]; !ok {
+	if !s.cleanup {
 		// The entry goes once s is collected, so the map holds only the
 		// unloaded sessions something still refers to.
 		runtime.AddCleanup(s, k.dropDormant, s.id)
+		s.cleanup = true
 	}
 	k.dormant[s.id] = weak.Make(s)
 }
