@@ -149,11 +149,14 @@ func (s *Session) load(ctx context.Context) error {
 		s.restore(c)
 		since = c.head
 	}
+	var last []byte // the frame's data outlives Scan's call: kept in one buffer
 	err := s.k.cfg.Store.Scan(ctx, s.id, since, func(f store.Frame) error {
 		ev, err := protocol.DecodeEvent(f.Data)
 		if err != nil {
 			return fmt.Errorf("load session %s seq %d: %w", s.id, f.Seq, err)
 		}
+		last = append(last[:0], f.Data...)
+		f.Data = last
 		s.replay(f, ev)
 		return nil
 	})
@@ -168,7 +171,8 @@ func (s *Session) load(ctx context.Context) error {
 	return nil
 }
 
-// replay folds one logged frame into the state, as load reads the log.
+// replay folds one logged frame into the state, as load reads the log. It
+// keeps f.Data as the head frame's data.
 func (s *Session) replay(f store.Frame, ev protocol.Event) {
 	if next, err := s.state.check(ev); err == nil && next != nil {
 		s.state.doc = bytes.Clone(next)
@@ -185,8 +189,7 @@ func (s *Session) replay(f store.Frame, ev protocol.Event) {
 		s.orphan.apply(ev)
 	}
 	s.head = f.Seq
-	s.lastData = bytes.Clone(f.Data)
-	s.noteFrame(s.lastData)
+	s.noteFrame(f.Data)
 }
 
 // start starts a new life of the session's goroutines.
@@ -773,7 +776,8 @@ func (s *Session) fail(err error) {
 	}()
 }
 
-// running returns the running actor, or nil when the session is unloaded.
+// runningActor returns the running actor, or nil when the session is
+// unloaded.
 func (s *Session) runningActor() *actor {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
