@@ -107,11 +107,12 @@ func (s *Session) finishUnload(a *actor) {
 	s.reset()
 	s.hub.setHead(s.hub.head(), nil)
 	s.ext.clear()
-	close(a.exited)
 	s.k.log.Debug("session unloaded after a quiet spell", "session", s.id)
 	if s.k.cfg.SessionUnloaded != nil {
 		s.k.cfg.SessionUnloaded(s)
 	}
+	// Last: a reload, and Kernel.Close, wait for this.
+	close(a.exited)
 }
 
 // dormantLocked remembers s, just unloaded, without keeping it alive: while
