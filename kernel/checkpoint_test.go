@@ -1,7 +1,7 @@
-package kernel
+package kernel_test
 
-// White-box: a checkpoint must hold every field load rebuilds, so these
-// tests compare the whole reduced state, which no API shows at once.
+// A checkpoint must hold every field a load rebuilds, so these tests
+// compare the whole reduced state through the hooks of export_test.go.
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/provider/offline"
+	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
-	"github.com/getorrery/orrery/store/sqlite"
 )
 
 // fixtureFrames reads a fixture's logged frames (seq > 0), numbered 1, 2, 3
@@ -121,33 +120,56 @@ func syntheticFrames() []store.Frame {
 	return out
 }
 
-func testKernel(t *testing.T, st store.Log) *Kernel {
-	t.Helper()
-	return New(Config{
+func testKernel(st store.Log) *kernel.Kernel {
+	return kernel.New(kernel.Config{
 		Store:        st,
 		Models:       func(string) (agent.Provider, error) { return offline.New(), nil },
 		DefaultModel: "offline",
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 }
 
-// reduced is everything a load rebuilds, as comparable bytes: the encoded
-// checkpoint (state document, messages with the hidden ones, run ids, the
-// open run and what it left open, extension state, head and its frame's
-// fingerprint), the seq-0 snapshots a subscriber starts with, the hub's
-// head and document, and the store's cost.
-func reduced(t *testing.T, s *Session) string {
+func reduced(t *testing.T, s kernel.TestSession) string {
 	t.Helper()
-	enc, err := s.takeCheckpoint().encode()
+	r, err := s.Reduced()
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := s.snapshotFrames()
+	return r
+}
+
+// checkpointer returns mode's store opened in a fresh directory, skipping
+// the test when it keeps no checkpoints.
+func checkpointer(t *testing.T, mode storeMode) store.Log {
+	t.Helper()
+	st, err := mode.open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("checkpoint %x\nstate %s\nmessages %s\nhub %d %s\nopenRun %q orphan %+v\ncost %d",
-		enc, snaps[0].Data, snaps[1].Data, s.hub.published, s.hub.state, s.info.OpenRun, s.orphan, s.info.MicroUSD)
+	t.Cleanup(func() { st.Close() })
+	if _, ok := st.(store.Checkpointer); !ok {
+		t.Skipf("store %s keeps no checkpoints", mode.name)
+	}
+	return st
+}
+
+// loggedStore returns a store of mode holding session "s" with frames (and a
+// cost), and its record.
+func loggedStore(t *testing.T, mode storeMode, frames []store.Frame) (store.Log, store.Session) {
+	t.Helper()
+	ctx := context.Background()
+	st := checkpointer(t, mode)
+	if err := st.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, store.Batch{Session: "s", Frames: frames, CostDelta: 1234}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Session(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, info
 }
 
 // TestCheckpointEqualsRebuild: for every fixture, and for a checkpoint
@@ -162,140 +184,120 @@ func TestCheckpointEqualsRebuild(t *testing.T) {
 	for _, p := range paths {
 		cases[strings.TrimSuffix(filepath.Base(p), ".jsonl")] = fixtureFrames(t, p)
 	}
-	for name, frames := range cases {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if err := st.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Append(ctx, store.Batch{Session: "s", Frames: frames, CostDelta: 1234}); err != nil {
-				t.Fatal(err)
-			}
-			info, err := st.Session(ctx, "s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			k := testKernel(t, st)
-			full := newSession(k, info)
-			if err := full.load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if full.head != uint64(len(frames)) {
-				t.Fatalf("rebuilt head = %d, want %d", full.head, len(frames))
-			}
-			want := reduced(t, full)
-			for cut := range len(frames) + 1 {
-				// What a live session held after frame cut, checkpointed.
-				at := newSession(k, info)
-				for _, f := range frames[:cut] {
-					ev, err := protocol.DecodeEvent(f.Data)
+	run(t, func(t *testing.T, mode storeMode) {
+		for name, frames := range cases {
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				st, info := loggedStore(t, mode, frames)
+				k := testKernel(st)
+				full := kernel.NewTestSession(k, info)
+				if n, err := full.Load(ctx); err != nil || n != len(frames) {
+					t.Fatalf("rebuild read %d frames, %v; want %d", n, err, len(frames))
+				}
+				want := reduced(t, full)
+				for cut := range len(frames) + 1 {
+					// What a live session held after frame cut, checkpointed.
+					at := kernel.NewTestSession(k, info)
+					if err := at.Replay(frames[:cut]...); err != nil {
+						t.Fatal(err)
+					}
+					at.Checkpoint()
+					got := kernel.NewTestSession(k, info)
+					n, err := got.Load(ctx)
 					if err != nil {
 						t.Fatal(err)
 					}
-					at.replay(f, ev)
+					if n != len(frames)-cut {
+						t.Fatalf("cut %d: load read %d frames after the checkpoint, want %d (the checkpoint was not used)", cut, n, len(frames)-cut)
+					}
+					if r := reduced(t, got); r != want {
+						t.Fatalf("cut %d: loaded from the checkpoint:\n%s\nrebuilt from seq 0:\n%s", cut, r, want)
+					}
 				}
-				at.writeCheckpoint(at.takeCheckpoint())
-				got := newSession(k, info)
-				if err := got.load(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if got.ckptFrames != len(frames)-cut {
-					t.Fatalf("cut %d: load read %d frames after the checkpoint, want %d (the checkpoint was not used)", cut, got.ckptFrames, len(frames)-cut)
-				}
-				if r := reduced(t, got); r != want {
-					t.Fatalf("cut %d: loaded from the checkpoint:\n%s\nrebuilt from seq 0:\n%s", cut, r, want)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
-// TestCheckpointIgnored: a checkpoint that is corrupt, of another format
-// version, ahead of the log, of another log (its head frame differs) or
-// of another session is ignored, and the load rebuilds from seq 0.
+// TestCheckpointIgnored: a checkpoint that is corrupt, truncated, of
+// another format version, of another log (its head frame differs), of
+// another session, or stored under another head is ignored, and the load
+// rebuilds from seq 0. (One ahead of the log the store itself refuses:
+// the storetest suite.)
 func TestCheckpointIgnored(t *testing.T) {
-	ctx := context.Background()
 	frames := syntheticFrames()
-	good := func(s *Session) []byte {
-		data, err := s.takeCheckpoint().encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
+	type encoded struct {
+		data []byte
+		head uint64
 	}
 	for _, tc := range []struct {
 		name  string
-		spoil func(s *Session) store.Checkpoint
+		spoil func(enc func(id string, head []byte) encoded) store.Checkpoint
 	}{
-		{"corrupt", func(s *Session) store.Checkpoint {
-			d := good(s)
-			d[len(d)/2] ^= 0x20
-			return store.Checkpoint{Head: s.head, Data: d}
+		{"corrupt", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("", nil)
+			e.data[len(e.data)/2] ^= 0x20
+			return store.Checkpoint{Head: e.head, Data: e.data}
 		}},
-		{"truncated", func(s *Session) store.Checkpoint {
-			d := good(s)
-			return store.Checkpoint{Head: s.head, Data: d[:len(d)-3]}
+		{"truncated", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("", nil)
+			return store.Checkpoint{Head: e.head, Data: e.data[:len(e.data)-3]}
 		}},
-		{"version", func(s *Session) store.Checkpoint {
-			d := good(s)
-			d[4] = checkpointVersion + 1
-			return store.Checkpoint{Head: s.head, Data: d}
+		{"version", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("", nil)
+			e.data[4] = kernel.CheckpointVersion + 1
+			return store.Checkpoint{Head: e.head, Data: e.data}
 		}},
-		{"other log", func(s *Session) store.Checkpoint {
-			s.lastData = []byte(`{"type":"CUSTOM","name":"another log"}`)
-			return store.Checkpoint{Head: s.head, Data: good(s)}
+		{"other log", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("", []byte(`{"type":"CUSTOM","name":"another log"}`))
+			return store.Checkpoint{Head: e.head, Data: e.data}
 		}},
-		{"other session", func(s *Session) store.Checkpoint {
-			s.id = "t"
-			return store.Checkpoint{Head: s.head, Data: good(s)}
+		{"other session", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("t", nil)
+			return store.Checkpoint{Head: e.head, Data: e.data}
 		}},
-		{"row head", func(s *Session) store.Checkpoint {
-			return store.Checkpoint{Head: s.head - 1, Data: good(s)}
+		{"row head", func(enc func(string, []byte) encoded) store.Checkpoint {
+			e := enc("", nil)
+			return store.Checkpoint{Head: e.head - 1, Data: e.data}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if err := st.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Append(ctx, store.Batch{Session: "s", Frames: frames}); err != nil {
-				t.Fatal(err)
-			}
-			info, _ := st.Session(ctx, "s")
-			k := testKernel(t, st)
-			full := newSession(k, info)
-			if err := full.load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			want := reduced(t, full)
-			// A checkpoint of a shorter log, spoiled, stands in the store.
-			at := newSession(k, info)
-			for _, f := range frames[:10] {
-				ev, _ := protocol.DecodeEvent(f.Data)
-				at.replay(f, ev)
-			}
-			if err := st.SaveCheckpoint(ctx, "s", tc.spoil(at)); err != nil {
-				t.Fatal(err)
-			}
-			got := newSession(k, info)
-			if err := got.load(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if got.ckptFrames != len(frames) {
-				t.Errorf("load read %d frames, want all %d (the checkpoint should be ignored)", got.ckptFrames, len(frames))
-			}
-			if r := reduced(t, got); r != want {
-				t.Errorf("loaded:\n%s\nwant (rebuilt):\n%s", r, want)
-			}
+			run(t, func(t *testing.T, mode storeMode) {
+				ctx := context.Background()
+				st, info := loggedStore(t, mode, frames)
+				k := testKernel(st)
+				full := kernel.NewTestSession(k, info)
+				if _, err := full.Load(ctx); err != nil {
+					t.Fatal(err)
+				}
+				want := reduced(t, full)
+				// A checkpoint of a shorter log, spoiled, stands in the store.
+				at := kernel.NewTestSession(k, info)
+				if err := at.Replay(frames[:10]...); err != nil {
+					t.Fatal(err)
+				}
+				c := tc.spoil(func(id string, head []byte) encoded {
+					data, h, err := at.EncodeCheckpoint(id, head)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return encoded{data, h}
+				})
+				if err := st.(store.Checkpointer).SaveCheckpoint(ctx, "s", c); err != nil {
+					t.Fatal(err)
+				}
+				got := kernel.NewTestSession(k, info)
+				n, err := got.Load(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != len(frames) {
+					t.Errorf("load read %d frames, want all %d (the checkpoint should be ignored)", n, len(frames))
+				}
+				if r := reduced(t, got); r != want {
+					t.Errorf("loaded:\n%s\nwant (rebuilt):\n%s", r, want)
+				}
+			})
 		})
 	}
 }
