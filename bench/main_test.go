@@ -9,8 +9,10 @@ func osMkdirTemp() (string, error) { return os.MkdirTemp("", "orrery-bench-repla
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if replayDir != "" {
-		os.RemoveAll(replayDir)
+	for _, dir := range []string{replayDir, openDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }

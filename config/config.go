@@ -30,6 +30,7 @@ import (
 // Config is the whole configuration.
 type Config struct {
 	Server ServerConfig     `toml:"server"`
+	Kernel KernelConfig     `toml:"kernel"`
 	Store  StoreConfig      `toml:"store"`
 	Agent  AgentConfig      `toml:"agent"`
 	Prices agent.PriceTable `toml:"prices"`
@@ -106,10 +107,24 @@ type ServerConfig struct {
 	MaxConnsPerAddr int `toml:"max_conns_per_addr"`
 }
 
+// KernelConfig is the [kernel] table.
+type KernelConfig struct {
+	// IdleUnload is how long a session with no run, no subscriber and no
+	// extension process stays in memory; then it is unloaded, and loaded
+	// again from its checkpoint on the next use. "0s" keeps every session
+	// loaded.
+	IdleUnload Duration `toml:"idle_unload"`
+	// CheckpointEvery is how many frames a session logs between two
+	// checkpoints of its state (it also checkpoints at each run's end).
+	CheckpointEvery int `toml:"checkpoint_every"`
+}
+
 // StoreConfig is the [store] table.
 type StoreConfig struct {
 	// Data is the data directory; the SQLite log is Data/orrery.db.
 	Data string `toml:"data"`
+	// Kind is the store implementation: "sqlite" (the default).
+	Kind string `toml:"kind"`
 }
 
 // UIConfig is the [ui] table.
@@ -223,7 +238,8 @@ func Default() Config {
 		Server: ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}, FlushInterval: Duration{5 * time.Millisecond},
 			ReadHeaderTimeout: Duration{10 * time.Second}, ReadTimeout: Duration{time.Minute}, IdleTimeout: Duration{2 * time.Minute},
 			HelloTimeout: Duration{10 * time.Second}, MaxConns: 4096, MaxConnsPerAddr: 16},
-		Store:   StoreConfig{Data: DefaultDataDir()},
+		Kernel:  KernelConfig{IdleUnload: Duration{10 * time.Minute}, CheckpointEvery: 1024},
+		Store:   StoreConfig{Data: DefaultDataDir(), Kind: "sqlite"},
 		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
 		Prices:  agent.PriceTable{},
 		Consent: ConsentConfig{Timeout: Duration{5 * time.Minute}},
@@ -335,7 +351,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [store] data; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -414,6 +430,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("server.max_conns_per_addr is %d: set it to 1 or more; the default is 16", c.Server.MaxConnsPerAddr)
 	case c.Store.Data == "":
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
+	case c.Store.Kind == "":
+		return errors.New("store.kind is empty: set it to sqlite, or leave it out")
+	case c.Kernel.IdleUnload.Duration < 0 || c.Kernel.IdleUnload.Duration > 0 && c.Kernel.IdleUnload.Duration < time.Second:
+		return fmt.Errorf("kernel.idle_unload is %s: set it to 1s or more, or 0s to keep every session loaded; the default is 10m", c.Kernel.IdleUnload)
+	case c.Kernel.CheckpointEvery < 1:
+		return fmt.Errorf("kernel.checkpoint_every is %d: set it to 1 or more frames; the default is 1024", c.Kernel.CheckpointEvery)
 	case c.Agent.MaxSteps < 1:
 		return fmt.Errorf("agent.max_steps is %d: set it to 1 or more", c.Agent.MaxSteps)
 	case c.Consent.Timeout.Duration < time.Second:

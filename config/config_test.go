@@ -124,6 +124,28 @@ func TestLoad(t *testing.T) {
 		{name: "permissions list of numbers", file: "[permissions]\ndeny = [1]\n", wantErr: "permissions.deny"},
 		{name: "bad permission rule", file: "[permissions.agent]\ndeny = [\"ui(sidebar)\"]\n", wantErr: "sidebar"},
 		{name: "unknown key", file: "[server]\nlisen = \"x\"\n", wantErr: "unknown key server.lisen"},
+		{name: "unknown key lists [kernel]", file: "[kernel]\nidle = \"1m\"\n", wantErr: "[kernel] idle_unload, checkpoint_every"},
+		{name: "short idle_unload", file: "[kernel]\nidle_unload = \"10ms\"\n", wantErr: "kernel.idle_unload is 10ms"},
+		{name: "negative idle_unload", file: "[kernel]\nidle_unload = \"-1m\"\n", wantErr: "kernel.idle_unload is -1m0s"},
+		{name: "no checkpoints", file: "[kernel]\ncheckpoint_every = 0\n", wantErr: "kernel.checkpoint_every is 0"},
+		{name: "empty store kind", file: "[store]\nkind = \"\"\n", wantErr: "store.kind is empty"},
+		{
+			name: "kernel and store defaults",
+			check: func(t *testing.T, c config.Config) {
+				if c.Kernel.IdleUnload.Duration != 10*time.Minute || c.Kernel.CheckpointEvery != 1024 || c.Store.Kind != "sqlite" {
+					t.Errorf("Kernel = %+v, Store.Kind = %q; want idle_unload 10m, checkpoint_every 1024, kind sqlite", c.Kernel, c.Store.Kind)
+				}
+			},
+		},
+		{
+			name: "idle_unload off",
+			file: "[kernel]\nidle_unload = \"0s\"\n[store]\nkind = \"jetstream\"\n",
+			check: func(t *testing.T, c config.Config) {
+				if c.Kernel.IdleUnload.Duration != 0 || c.Store.Kind != "jetstream" {
+					t.Errorf("Kernel = %+v, Store.Kind = %q; want idle_unload 0s, kind jetstream (checked when the store opens)", c.Kernel, c.Store.Kind)
+				}
+			},
+		},
 		{name: "bad duration", file: "[server]\nkeepalive = \"soon\"\n", wantErr: "not a duration"},
 		{name: "long flush interval", file: "[server]\nflush_interval = \"2s\"\n", wantErr: "server.flush_interval is 2s"},
 		{name: "negative flush interval", file: "[server]\nflush_interval = \"-1ms\"\n", wantErr: "server.flush_interval is -1ms"},

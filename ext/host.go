@@ -128,9 +128,11 @@ func New(cfg Config) *Host {
 // set when the host is made and never changes.
 func (h *Host) eventHub() *hub.Hub { return h.hub }
 
-// Wire sets the kernel configuration's SessionLoaded and Intents to h.
+// Wire sets the kernel configuration's SessionLoaded, SessionUnloaded and
+// Intents to h.
 func (h *Host) Wire(kc *kernel.Config) {
 	kc.SessionLoaded = h.SessionLoaded
+	kc.SessionUnloaded = h.SessionUnloaded
 	kc.Intents = h
 }
 
@@ -244,6 +246,21 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 			}
 		}
 	}()
+}
+
+// SessionUnloaded drops s's extensions once the kernel unloaded s after a
+// quiet spell: none of them had a process running (each running process
+// holds its session, kernel.Session.Hold), so this stops only their
+// restart timers. SessionLoaded starts them again when s loads. It is
+// kernel.Config.SessionUnloaded.
+func (h *Host) SessionUnloaded(s *kernel.Session) {
+	h.mu.Lock()
+	set := h.instances[s.ID()]
+	delete(h.instances, s.ID())
+	h.mu.Unlock()
+	for _, in := range set {
+		in.shutdown()
+	}
 }
 
 // instance returns session's instance of name.

@@ -211,6 +211,8 @@ func (in *Instance) spawnLocked() (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return p, fmt.Errorf("start extension %s: %w; check [extension] command in %s", x.Name, err, filepath.Join(in.m.Dir, ManifestFile))
 	}
+	// The session stays loaded while its extension's process runs.
+	p.release = in.s.Hold()
 	in.log.Info("extension started", "pid", cmd.Process.Pid)
 	p.conn = jsonrpc.NewConn(stdout, stdin, in.h.cfg.MaxBody)
 	stderrDone := make(chan struct{})
@@ -441,9 +443,11 @@ func (in *Instance) runAction(ctx context.Context, id, action string, value json
 		return &kernel.RequestError{Msg: fmt.Sprintf("action %s of extension %s did not start: %v; fix [provides.actions.%s] command in %s", action, name, err, action, filepath.Join(in.m.Dir, ManifestFile))}
 	}
 	in.log.Info("action started", "action", action, "pid", cmd.Process.Pid)
+	release := in.s.Hold()
 	in.h.wg.Add(1)
 	go func() {
 		defer in.h.wg.Done()
+		defer release()
 		err := cmd.Wait()
 		text := strings.TrimSpace(out.String())
 		in.log.Info("action ended", "action", action, "output", text, "err", err)
@@ -487,6 +491,8 @@ type process struct {
 	stdin   io.Closer
 	conn    *jsonrpc.Conn
 	started time.Time
+	// release lets the session unload again once the process exited.
+	release func()
 
 	loading atomic.Bool   // ext/load is being answered
 	held    atomic.Int32  // ui/* calls answered during ext/load, not yet applied
@@ -569,6 +575,9 @@ func (p *process) stop() {
 // exited runs once the process ended and its output was read.
 func (p *process) exited(err error) {
 	p.exitErr = err
+	if p.release != nil {
+		p.release()
+	}
 	p.quitOnce.Do(func() { close(p.quit) })
 	close(p.done)
 	if p.parking.Load() {

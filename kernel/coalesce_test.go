@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
-	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
 )
 
@@ -107,7 +105,7 @@ func coSteps(parts ...[]agent.Delta) []agent.Delta {
 // reopened after a call, a steer landing between two deltas of one message,
 // a run cancelled in the middle of a call's arguments, single-delta
 // messages; tool results add surfaces by STATE_DELTA.
-func coalesceSession(t *testing.T) (*kernel.Session, []kernel.Frame) {
+func coalesceSession(t *testing.T, mode storeMode) (*kernel.Session, []kernel.Frame) {
 	t.Helper()
 	m := &coPlan{
 		reached: make(chan agent.DeltaKind, 1),
@@ -141,7 +139,7 @@ func coalesceSession(t *testing.T) (*kernel.Session, []kernel.Frame) {
 			coTexts("Bye."),
 		},
 	}
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
+	st, err := mode.open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,139 +404,141 @@ func coUntag(t *testing.T, data []byte, session string) []byte {
 // byte for byte, and the merged stream rebuilds the same messages and
 // state as the frames it replaces. Tagged, every frame carries the session.
 func TestCoalesceEveryK(t *testing.T) {
-	s, log := coalesceSession(t)
-	head := uint64(len(log))
-	merges, deltas := 0, 0
-	for _, f := range log {
-		if f.Type == string(protocol.TypeTextMessageContent) || f.Type == string(protocol.TypeToolCallArgs) {
-			deltas++
+	run(t, func(t *testing.T, mode storeMode) {
+		s, log := coalesceSession(t, mode)
+		head := uint64(len(log))
+		merges, deltas := 0, 0
+		for _, f := range log {
+			if f.Type == string(protocol.TypeTextMessageContent) || f.Type == string(protocol.TypeToolCallArgs) {
+				deltas++
+			}
 		}
-	}
-	if deltas < 30 {
-		t.Fatalf("the session logged %d delta frames, want a few dozen to merge", deltas)
-	}
-	for k := uint64(0); k <= head; k++ {
-		since := k
-		raw := coSubscribeAll(t, s, kernel.SubscribeOptions{Since: &since})
-		if want := log[k:]; len(raw) != len(want) {
-			t.Fatalf("k=%d: Subscribe without Coalesce replays %d frames, want the log's %d", k, len(raw), len(want))
-		} else {
-			for i := range raw {
-				if !bytes.Equal(raw[i].Data, want[i].Data) {
-					t.Fatalf("k=%d: uncoalesced frame %d = %s, want the logged %s", k, i, raw[i].Data, want[i].Data)
+		if deltas < 30 {
+			t.Fatalf("the session logged %d delta frames, want a few dozen to merge", deltas)
+		}
+		for k := uint64(0); k <= head; k++ {
+			since := k
+			raw := coSubscribeAll(t, s, kernel.SubscribeOptions{Since: &since})
+			if want := log[k:]; len(raw) != len(want) {
+				t.Fatalf("k=%d: Subscribe without Coalesce replays %d frames, want the log's %d", k, len(raw), len(want))
+			} else {
+				for i := range raw {
+					if !bytes.Equal(raw[i].Data, want[i].Data) {
+						t.Fatalf("k=%d: uncoalesced frame %d = %s, want the logged %s", k, i, raw[i].Data, want[i].Data)
+					}
 				}
 			}
-		}
-		co := coSubscribeAll(t, s, kernel.SubscribeOptions{Since: &since, Coalesce: true})
-		rawMeta := make([]coMeta, len(raw))
-		for i, f := range raw {
-			rawMeta[i] = coMetaOf(t, f)
-		}
-		// Walk the coalesced stream against the raw one.
-		i := 0
-		var prev uint64 = k
-		for _, f := range co {
-			m := coMetaOf(t, f)
-			if m.seq <= prev {
-				t.Fatalf("k=%d: coalesced seq %d after %d", k, m.seq, prev)
+			co := coSubscribeAll(t, s, kernel.SubscribeOptions{Since: &since, Coalesce: true})
+			rawMeta := make([]coMeta, len(raw))
+			for i, f := range raw {
+				rawMeta[i] = coMetaOf(t, f)
 			}
-			prev = m.seq
-			if i >= len(raw) {
-				t.Fatalf("k=%d: coalesced frame %s beyond the log", k, f.Data)
-			}
-			first := rawMeta[i]
-			if m.mergedFrom == 0 {
-				if !bytes.Equal(f.Data, raw[i].Data) {
-					t.Fatalf("k=%d: frame seq %d = %s, want the logged %s", k, m.seq, f.Data, raw[i].Data)
+			// Walk the coalesced stream against the raw one.
+			i := 0
+			var prev uint64 = k
+			for _, f := range co {
+				m := coMetaOf(t, f)
+				if m.seq <= prev {
+					t.Fatalf("k=%d: coalesced seq %d after %d", k, m.seq, prev)
 				}
-				if first.delt && i+1 < len(raw) && rawMeta[i+1].key == first.key {
-					t.Errorf("k=%d: delta seq %d left unmerged although seq %d extends the same %s", k, first.seq, rawMeta[i+1].seq, first.key)
+				prev = m.seq
+				if i >= len(raw) {
+					t.Fatalf("k=%d: coalesced frame %s beyond the log", k, f.Data)
 				}
-				i++
-				continue
-			}
-			merges++
-			// A merged frame: metadata.orrery.merged_from is the first seq it
-			// stands for, seq the last; every frame between is a delta of the
-			// same message or call, and nothing else.
-			if m.mergedFrom != first.seq {
-				t.Fatalf("k=%d: merged frame %s: merged_from %d, want the next seq %d", k, f.Data, m.mergedFrom, first.seq)
-			}
-			if m.mergedFrom >= m.seq {
-				t.Errorf("k=%d: merged frame %s: merged_from %d not before seq %d", k, f.Data, m.mergedFrom, m.seq)
-			}
-			if !first.delt {
-				t.Fatalf("k=%d: merged frame %s starts at seq %d, a %s", k, f.Data, first.seq, first.typ)
-			}
-			var delta strings.Builder
-			j := i
-			for ; j < len(raw) && rawMeta[j].seq <= m.seq; j++ {
-				if rawMeta[j].key != first.key {
-					t.Fatalf("k=%d: merged frame seq %d (from %d) crosses seq %d: %s, not a delta of %s", k, m.seq, m.mergedFrom, rawMeta[j].seq, raw[j].Data, first.key)
+				first := rawMeta[i]
+				if m.mergedFrom == 0 {
+					if !bytes.Equal(f.Data, raw[i].Data) {
+						t.Fatalf("k=%d: frame seq %d = %s, want the logged %s", k, m.seq, f.Data, raw[i].Data)
+					}
+					if first.delt && i+1 < len(raw) && rawMeta[i+1].key == first.key {
+						t.Errorf("k=%d: delta seq %d left unmerged although seq %d extends the same %s", k, first.seq, rawMeta[i+1].seq, first.key)
+					}
+					i++
+					continue
 				}
-				delta.WriteString(rawMeta[j].delta)
+				merges++
+				// A merged frame: metadata.orrery.merged_from is the first seq it
+				// stands for, seq the last; every frame between is a delta of the
+				// same message or call, and nothing else.
+				if m.mergedFrom != first.seq {
+					t.Fatalf("k=%d: merged frame %s: merged_from %d, want the next seq %d", k, f.Data, m.mergedFrom, first.seq)
+				}
+				if m.mergedFrom >= m.seq {
+					t.Errorf("k=%d: merged frame %s: merged_from %d not before seq %d", k, f.Data, m.mergedFrom, m.seq)
+				}
+				if !first.delt {
+					t.Fatalf("k=%d: merged frame %s starts at seq %d, a %s", k, f.Data, first.seq, first.typ)
+				}
+				var delta strings.Builder
+				j := i
+				for ; j < len(raw) && rawMeta[j].seq <= m.seq; j++ {
+					if rawMeta[j].key != first.key {
+						t.Fatalf("k=%d: merged frame seq %d (from %d) crosses seq %d: %s, not a delta of %s", k, m.seq, m.mergedFrom, rawMeta[j].seq, raw[j].Data, first.key)
+					}
+					delta.WriteString(rawMeta[j].delta)
+				}
+				if rawMeta[j-1].seq != m.seq {
+					t.Fatalf("k=%d: merged frame's seq %d is not a logged seq", k, m.seq)
+				}
+				if m.key != first.key || m.typ != first.typ {
+					t.Errorf("k=%d: merged frame %s is for %s, want %s", k, f.Data, m.key, first.key)
+				}
+				if m.delta != delta.String() {
+					t.Errorf("k=%d: merged frame seq %d: delta %q, want the covered deltas joined %q", k, m.seq, m.delta, delta.String())
+				}
+				if i > 0 && rawMeta[i-1].key == first.key {
+					t.Errorf("k=%d: merged frame from %d does not start its run: seq %d is a delta of the same %s", k, m.mergedFrom, rawMeta[i-1].seq, first.key)
+				}
+				if j < len(raw) && rawMeta[j].key == first.key {
+					t.Errorf("k=%d: merged frame to %d stops early: seq %d extends the same %s", k, m.seq, rawMeta[j].seq, first.key)
+				}
+				// Besides delta, seq, merged_from and timestamp, it is the first
+				// covered frame.
+				if got, want := coFieldsBut(t, f.Data, "delta", "timestamp"), coFieldsBut(t, raw[i].Data, "delta", "timestamp"); !reflect.DeepEqual(got, want) {
+					t.Errorf("k=%d: merged frame %s differs from its first frame %s beyond delta and seq", k, f.Data, raw[i].Data)
+				}
+				i = j
 			}
-			if rawMeta[j-1].seq != m.seq {
-				t.Fatalf("k=%d: merged frame's seq %d is not a logged seq", k, m.seq)
+			if i != len(raw) {
+				t.Fatalf("k=%d: the coalesced stream stops at log seq %d, want it to cover up to %d", k, rawMeta[i].seq, head)
 			}
-			if m.key != first.key || m.typ != first.typ {
-				t.Errorf("k=%d: merged frame %s is for %s, want %s", k, f.Data, m.key, first.key)
+			if got, want := coReduce(t, co), coReduce(t, raw); !reflect.DeepEqual(got, want) {
+				g, _ := json.MarshalIndent(got, "", " ")
+				w, _ := json.MarshalIndent(want, "", " ")
+				t.Fatalf("k=%d: the coalesced stream rebuilds\n%s\nwant what the log rebuilds\n%s", k, g, w)
 			}
-			if m.delta != delta.String() {
-				t.Errorf("k=%d: merged frame seq %d: delta %q, want the covered deltas joined %q", k, m.seq, m.delta, delta.String())
-			}
-			if i > 0 && rawMeta[i-1].key == first.key {
-				t.Errorf("k=%d: merged frame from %d does not start its run: seq %d is a delta of the same %s", k, m.mergedFrom, rawMeta[i-1].seq, first.key)
-			}
-			if j < len(raw) && rawMeta[j].key == first.key {
-				t.Errorf("k=%d: merged frame to %d stops early: seq %d extends the same %s", k, m.seq, rawMeta[j].seq, first.key)
-			}
-			// Besides delta, seq, merged_from and timestamp, it is the first
-			// covered frame.
-			if got, want := coFieldsBut(t, f.Data, "delta", "timestamp"), coFieldsBut(t, raw[i].Data, "delta", "timestamp"); !reflect.DeepEqual(got, want) {
-				t.Errorf("k=%d: merged frame %s differs from its first frame %s beyond delta and seq", k, f.Data, raw[i].Data)
-			}
-			i = j
-		}
-		if i != len(raw) {
-			t.Fatalf("k=%d: the coalesced stream stops at log seq %d, want it to cover up to %d", k, rawMeta[i].seq, head)
-		}
-		if got, want := coReduce(t, co), coReduce(t, raw); !reflect.DeepEqual(got, want) {
-			g, _ := json.MarshalIndent(got, "", " ")
-			w, _ := json.MarshalIndent(want, "", " ")
-			t.Fatalf("k=%d: the coalesced stream rebuilds\n%s\nwant what the log rebuilds\n%s", k, g, w)
-		}
 
-		// Tagged: every frame, merged ones too, names the session; without
-		// the tag it is the untagged frame.
-		for _, c := range []struct {
-			name     string
-			opts     kernel.SubscribeOptions
-			untagged []kernel.Frame
-		}{
-			{"Tagged", kernel.SubscribeOptions{Since: &since, Tagged: true}, raw},
-			{"Tagged+Coalesce", kernel.SubscribeOptions{Since: &since, Tagged: true, Coalesce: true}, co},
-		} {
-			tagged := coSubscribeAll(t, s, c.opts)
-			if len(tagged) != len(c.untagged) {
-				t.Fatalf("k=%d: %s replays %d frames, want %d", k, c.name, len(tagged), len(c.untagged))
-			}
-			for i, f := range tagged {
-				if m := coMetaOf(t, f); m.session != s.ID() {
-					t.Fatalf("k=%d: %s frame %s: metadata.orrery.session = %q, want %q", k, c.name, f.Data, m.session, s.ID())
+			// Tagged: every frame, merged ones too, names the session; without
+			// the tag it is the untagged frame.
+			for _, c := range []struct {
+				name     string
+				opts     kernel.SubscribeOptions
+				untagged []kernel.Frame
+			}{
+				{"Tagged", kernel.SubscribeOptions{Since: &since, Tagged: true}, raw},
+				{"Tagged+Coalesce", kernel.SubscribeOptions{Since: &since, Tagged: true, Coalesce: true}, co},
+			} {
+				tagged := coSubscribeAll(t, s, c.opts)
+				if len(tagged) != len(c.untagged) {
+					t.Fatalf("k=%d: %s replays %d frames, want %d", k, c.name, len(tagged), len(c.untagged))
 				}
-				if got := coUntag(t, f.Data, s.ID()); !bytes.Equal(got, c.untagged[i].Data) {
-					t.Fatalf("k=%d: %s frame without its tag = %s, want %s", k, c.name, got, c.untagged[i].Data)
+				for i, f := range tagged {
+					if m := coMetaOf(t, f); m.session != s.ID() {
+						t.Fatalf("k=%d: %s frame %s: metadata.orrery.session = %q, want %q", k, c.name, f.Data, m.session, s.ID())
+					}
+					if got := coUntag(t, f.Data, s.ID()); !bytes.Equal(got, c.untagged[i].Data) {
+						t.Fatalf("k=%d: %s frame without its tag = %s, want %s", k, c.name, got, c.untagged[i].Data)
+					}
 				}
 			}
 		}
-	}
-	if merges == 0 {
-		t.Fatal("no frame was ever merged")
-	}
-	since := head + 1
-	if _, err := s.SubscribeWith(context.Background(), kernel.SubscribeOptions{Since: &since, Coalesce: true}); !errors.As(err, new(*kernel.SinceError)) {
-		t.Errorf("SubscribeWith(since head+1, Coalesce) = %v, want a *SinceError", err)
-	}
-	t.Logf("%d frames, %d deltas; %d merged frames over every k", head, deltas, merges)
+		if merges == 0 {
+			t.Fatal("no frame was ever merged")
+		}
+		since := head + 1
+		if _, err := s.SubscribeWith(context.Background(), kernel.SubscribeOptions{Since: &since, Coalesce: true}); !errors.As(err, new(*kernel.SinceError)) {
+			t.Errorf("SubscribeWith(since head+1, Coalesce) = %v, want a *SinceError", err)
+		}
+		t.Logf("%d frames, %d deltas; %d merged frames over every k", head, deltas, merges)
+	})
 }

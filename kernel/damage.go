@@ -153,12 +153,16 @@ func (k *Kernel) apply(rep store.Report, opening bool) error {
 func (k *Kernel) markDamaged(d *DamagedError) {
 	k.mu.Lock()
 	_, live := k.sessions[d.Session]
-	if !live && k.damaged[d.Session] == nil {
+	first := k.damaged[d.Session] == nil
+	if first {
 		k.damaged[d.Session] = d
 	}
 	k.mu.Unlock()
+	if !first {
+		return
+	}
 	if live {
-		k.log.Error("the log of a session in memory is damaged on disk: it serves what it loaded, but a client resuming from the log may not get it",
+		k.log.Error("the log of a session in memory is damaged on disk: requests naming it are refused from now on; what is running goes on",
 			"session", d.Session, "after", d.After, "why", d.Why, "fix", "stop the server, run orrery db check")
 		return
 	}
@@ -211,4 +215,48 @@ func (s *Session) loaded(err error) error {
 		return &DamagedError{Session: s.id, After: s.head, Why: fmt.Sprintf("its record says head %d, but the log goes on to seq %d", s.info.Head, s.head)}
 	}
 	return nil
+}
+
+// readLogged reads up to limit frames with seq > since from the log, as
+// the log's readers do (a backlog, session.read, a state rebuilt at a
+// seq), and refuses them unless they are the log's next frames, whole:
+// seqs since+1, since+2 … with no hole, none missing before want frames
+// came, each one JSON object. A session loaded from a checkpoint has not
+// read the log before it, so this is where damage there is found: the
+// session is then refused by name (a *DamagedError), never served
+// truncated. want is how many frames the head says there are (at most
+// limit); checking each frame's JSON fully would cost a replay about a
+// third, so only its ends are checked.
+func (s *Session) readLogged(ctx context.Context, since uint64, limit int, want int) ([]store.Frame, error) {
+	frames, err := s.k.cfg.Store.Read(ctx, s.id, since, limit)
+	if errors.Is(err, store.ErrDamaged) {
+		d := &DamagedError{Session: s.id, After: since, Why: fmt.Sprintf("seq %d does not read (%v)", since+1, err)}
+		s.k.markDamaged(d)
+		return nil, d
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range frames {
+		at := since + uint64(i)
+		var why string
+		switch {
+		case f.Seq != at+1:
+			why = fmt.Sprintf("seq %d is missing", at+1)
+		case len(f.Data) < 2 || f.Data[0] != '{' || f.Data[len(f.Data)-1] != '}':
+			why = fmt.Sprintf("seq %d is not an AG-UI event (not one JSON object)", f.Seq)
+		}
+		if why != "" {
+			d := &DamagedError{Session: s.id, After: at, Why: why}
+			s.k.markDamaged(d)
+			return nil, d
+		}
+	}
+	if len(frames) < want {
+		at := since + uint64(len(frames))
+		d := &DamagedError{Session: s.id, After: at, Why: fmt.Sprintf("the log ends at seq %d, but its head is past it", at)}
+		s.k.markDamaged(d)
+		return nil, d
+	}
+	return frames, nil
 }

@@ -98,7 +98,8 @@ func (s *Session) StateAt(ctx context.Context, at uint64) ([]byte, error) {
 	}
 	doc := newStateDoc()
 	for from := uint64(0); from < at; {
-		frames, err := s.k.cfg.Store.Read(ctx, s.id, from, int(min(backlogPage, at-from)))
+		n := int(min(backlogPage, at-from))
+		frames, err := s.readLogged(ctx, from, n, n)
 		if err != nil {
 			return nil, fmt.Errorf("rebuild state at seq %d: %w", at, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,18 @@ type hub struct {
 	// never changed in place, so holding one costs no copy.
 	state  []byte
 	closed error
+
+	// now and left, set when the session is made, record when a
+	// subscriber leaves: the session's idle clock starts then.
+	now  func() time.Time
+	left *atomic.Int64
+}
+
+// subscribers counts the live subscriptions.
+func (h *hub) subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
 }
 
 func (h *hub) add(sub *Subscription, initial []Frame) {
@@ -73,6 +86,14 @@ func (h *hub) attachAt(sub *Subscription) (uint64, error) {
 	return h.published, nil
 }
 
+// setHead sets the published head and the state right after it, as a load
+// rebuilt them.
+func (h *hub) setHead(published uint64, state []byte) {
+	h.mu.Lock()
+	h.published, h.state = published, state
+	h.mu.Unlock()
+}
+
 func (h *hub) head() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -83,6 +104,9 @@ func (h *hub) remove(sub *Subscription) {
 	h.mu.Lock()
 	delete(h.subs, sub)
 	h.mu.Unlock()
+	if h.left != nil {
+		h.left.Store(h.now().UnixNano())
+	}
 }
 
 // publish hands committed frames to every subscriber, running each queued

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"weak"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/consent"
@@ -108,6 +109,25 @@ type Config struct {
 	// extension host adds the session's extension tools and starts its
 	// extensions from it. It must not block: start slow work on a goroutine.
 	SessionLoaded func(*Session)
+	// SessionUnloaded, when set, is called each time a session was
+	// unloaded after a quiet spell (IdleUnload), once its goroutines
+	// stopped: the extension host drops the session's extensions, which
+	// SessionLoaded starts again when the session next loads. It must not
+	// block or call the session.
+	SessionUnloaded func(*Session)
+	// IdleUnload is how long a session stays loaded with no run, no
+	// subscriber and no Hold (an extension process) before it is unloaded:
+	// its goroutines stop and its memory is freed, and it loads again from
+	// its checkpoint on the next use. 0 keeps every session loaded until
+	// Close; cmd/orrery sets [kernel] idle_unload (10 minutes by default).
+	IdleUnload time.Duration
+	// CheckpointEvery is how many frames a session logs between two
+	// checkpoints of its state, when the store keeps checkpoints
+	// (store.Checkpointer); a session also checkpoints at the end of each
+	// run, when it unloads and at Close. 0 means DefaultCheckpointEvery;
+	// a negative value writes none and reads none (every load rebuilds
+	// from seq 0).
+	CheckpointEvery int
 }
 
 // Kernel hosts sessions. Create it with New, start it with Open, stop it
@@ -121,8 +141,9 @@ type Kernel struct {
 
 	components registry // extensions' declared components
 
-	mu        sync.Mutex // guards sessions, providers, damaged and closed
+	mu        sync.Mutex // guards sessions, dormant, providers, damaged and closed
 	sessions  map[string]*Session
+	dormant   map[string]weak.Pointer[Session] // unloaded sessions something may still hold (unload.go)
 	providers map[string]agent.Provider
 	// damaged are the sessions refused because their logs are damaged.
 	damaged map[string]*DamagedError
@@ -156,11 +177,13 @@ func New(cfg Config) *Kernel {
 func (k *Kernel) now() time.Time { return k.cfg.Now() }
 
 // Open checks the configuration, checks the store for damage
-// (Config.StoreCheck), and closes every run the log shows in flight (the
-// process that ran it died) with one RUN_ERROR interrupted. A store whose
-// session records are damaged refuses the start (a *StoreDamagedError);
-// a damaged session is refused by name (a *DamagedError) and its open run
-// left to orrery db repair.
+// (Config.StoreCheck), and takes the recover step of every session whose
+// log shows a run in flight (the process that ran it died): the run gets
+// one RUN_ERROR interrupted when its session loads, so Open loads those
+// sessions now, and the session list never shows a run running that
+// nothing runs. A store whose session records are damaged refuses the
+// start (a *StoreDamagedError); a damaged session is refused by name (a
+// *DamagedError) and its open run left to orrery db repair.
 func (k *Kernel) Open(ctx context.Context) error {
 	if err := k.open(ctx); err != nil {
 		close(k.checked)
@@ -188,7 +211,7 @@ func (k *Kernel) open(ctx context.Context) error {
 		if info.OpenRun == "" {
 			continue
 		}
-		s, err := k.Session(ctx, info.ID)
+		_, err := k.Session(ctx, info.ID)
 		var damaged *DamagedError
 		if errors.As(err, &damaged) {
 			continue // refused by name; orrery db repair closes its run
@@ -196,33 +219,12 @@ func (k *Kernel) open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("recover session %s: %w", info.ID, err)
 		}
-		why := "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
-		if k.cfg.Interrupted != nil {
-			why = k.cfg.Interrupted(info.ID)
-		}
-		var ierr error
-		var flushed <-chan struct{}
-		if err := s.do(ctx, func() {
-			ierr = s.interrupt(info.OpenRun, why)
-			flushed = s.commits.flushed()
-		}); err != nil {
-			return fmt.Errorf("recover session %s: %w", info.ID, err)
-		}
-		if ierr != nil {
-			return fmt.Errorf("recover session %s: %w", info.ID, ierr)
-		}
-		select {
-		case <-flushed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		k.log.Info("closed interrupted run", "session", info.ID, "run", info.OpenRun)
 	}
 	return nil
 }
 
-// Close ends every run in flight as interrupted, commits what is queued and
-// stops every session. It waits until ctx ends at most.
+// Close ends every run in flight as interrupted, commits what is queued,
+// checkpoints and stops every session. It waits until ctx ends at most.
 func (k *Kernel) Close(ctx context.Context) error {
 	if k.stopCheck != nil {
 		k.stopCheck()
@@ -237,19 +239,41 @@ func (k *Kernel) Close(ctx context.Context) error {
 	for _, s := range k.sessions {
 		sessions = append(sessions, s)
 	}
+	var dormant []*Session
+	for _, w := range k.dormant {
+		if s := w.Value(); s != nil {
+			dormant = append(dormant, s)
+		}
+	}
 	k.sessions = map[string]*Session{}
+	k.dormant = nil
 	k.mu.Unlock()
-	errs := make([]error, len(sessions))
+	// An unloaded session runs nothing, but a subscriber may still wait
+	// on it, and the goroutine that unloaded it may still be writing its
+	// checkpoint.
+	var errs []error
+	for _, s := range dormant {
+		s.hub.close(ErrSessionClosed)
+		s.lifeMu.RLock()
+		a := s.act
+		s.lifeMu.RUnlock()
+		select {
+		case <-a.exited:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("close session %s: %w", s.id, ctx.Err()))
+		}
+	}
+	closed := make([]error, len(sessions))
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
 			if err := s.close(ctx); err != nil {
-				errs[i] = fmt.Errorf("close session %s: %w", s.id, err)
+				closed[i] = fmt.Errorf("close session %s: %w", s.id, err)
 			}
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, closed...)...)
 }
 
 // provider returns the provider for spec, resolving it once per kernel so
@@ -333,27 +357,33 @@ func (k *Kernel) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 }
 
 // Session returns the session with id, loading it from the store on first
-// use. An unknown id gives an error that wraps ErrUnknownSession.
+// use (and again after it was unloaded). An unknown id gives an error that
+// wraps ErrUnknownSession.
 func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	k.mu.Lock()
 	s, ok := k.sessions[id]
 	closed := k.closed
 	damaged := k.damageLocked(id)
 	k.mu.Unlock()
+	if damaged != nil {
+		return nil, damaged // even a session in memory: its log is not whole
+	}
 	if ok {
 		return s, nil
 	}
 	if closed {
 		return nil, ErrSessionClosed
 	}
-	if damaged != nil {
-		return nil, damaged
-	}
 	k.loadMu.Lock()
 	defer k.loadMu.Unlock()
 	k.mu.Lock()
 	s, ok = k.sessions[id]
 	damaged = k.damageLocked(id)
+	if !ok && damaged == nil {
+		// One Session per id: an unloaded one that is still held loads
+		// again in place.
+		s = k.dormantSessionLocked(id)
+	}
 	k.mu.Unlock()
 	if ok {
 		return s, nil
@@ -361,31 +391,29 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	if damaged != nil {
 		return nil, damaged
 	}
+	if s != nil {
+		if err := k.reloadLocked(ctx, s); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	info, err := k.cfg.Store.Session(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	s = newSession(k, info)
-	if err := s.load(ctx); err != nil {
-		var d *DamagedError
-		if errors.As(err, &d) {
-			k.markDamaged(d)
-		}
+	if err := k.bringUp(ctx, s); err != nil {
 		return nil, err
 	}
-	s.start()
-	if k.cfg.SessionLoaded != nil {
-		k.cfg.SessionLoaded(s)
-	}
-	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
-		s.close(ctx)
-		return nil, ErrSessionClosed
-	}
-	k.sessions[id] = s
-	k.mu.Unlock()
 	return s, nil
+}
+
+// Loaded counts the sessions in memory: those used since they were last
+// unloaded (Config.IdleUnload), or since the kernel opened.
+func (k *Kernel) Loaded() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.sessions)
 }
 
 // forget drops a broken session so that its next use reloads it.

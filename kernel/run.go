@@ -157,12 +157,14 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 	s.run = r
 	r.workspace = s.workspace()
 	s.running.Store(true)
-	s.runIDs[r.id] = true
+	s.runIDs.add(r.id)
+	s.info.OpenRun = r.id
 	if err := s.emit(r.id,
 		&protocol.RunStarted{ThreadID: s.id, RunID: r.id, ProtocolVersion: "1.0", Input: input},
 		&protocol.StateSnapshot{Snapshot: snapshot},
 	); err != nil {
 		s.run = nil
+		s.info.OpenRun = ""
 		s.running.Store(false)
 		return err
 	}
@@ -281,10 +283,12 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
 	}
 	s.run = nil
+	s.info.OpenRun = ""
 	if cost != 0 {
 		s.changed(SessionCost)
 	}
 	s.changed(SessionEnded)
+	s.maybeCheckpoint(true)
 }
 
 // cancelRun ends the run in flight as cancelled. Runs on the actor.

@@ -34,31 +34,35 @@ func TestRunPermissions(t *testing.T) {
 		{"yes", none, kernel.RunPermissions{Yes: true}, "ok", "--yes", "no client that draws consent"},
 		{"yes does not beat the run's deny", none, kernel.RunPermissions{Yes: true, Deny: []string{"touch"}}, "denied", `deny = ["touch"]`, "no client that draws consent"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			_, s := consentEnv(t, &calls, tt.cfg)
-			perms := tt.perms
-			evs, _ := send(t, s, kernel.SendInput{Text: "touch it", Permissions: &perms})
-			if o := toolOutcome(t, evs); o["status"] != tt.wantStatus || !strings.Contains(o["rule"], tt.wantRule) {
-				t.Errorf("outcome = %v, want status %s and a rule naming %q", o, tt.wantStatus, tt.wantRule)
-			}
-			// The next run has none of them.
-			evs, _ = send(t, s, kernel.SendInput{Text: "touch it again"})
-			if o := toolOutcome(t, evs); !strings.Contains(o["rule"], tt.wantNext) {
-				t.Errorf("the next run's outcome = %v, want the config's rule alone, %q", o, tt.wantNext)
-			}
-		})
-	}
+	run(t, func(t *testing.T, mode storeMode) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var calls atomic.Int32
+				_, s := consentEnv(t, mode, &calls, tt.cfg)
+				perms := tt.perms
+				evs, _ := send(t, s, kernel.SendInput{Text: "touch it", Permissions: &perms})
+				if o := toolOutcome(t, evs); o["status"] != tt.wantStatus || !strings.Contains(o["rule"], tt.wantRule) {
+					t.Errorf("outcome = %v, want status %s and a rule naming %q", o, tt.wantStatus, tt.wantRule)
+				}
+				// The next run has none of them.
+				evs, _ = send(t, s, kernel.SendInput{Text: "touch it again"})
+				if o := toolOutcome(t, evs); !strings.Contains(o["rule"], tt.wantNext) {
+					t.Errorf("the next run's outcome = %v, want the config's rule alone, %q", o, tt.wantNext)
+				}
+			})
+		}
+	})
 }
 
 func TestRunPermissionsRefused(t *testing.T) {
-	var calls atomic.Int32
-	_, s := consentEnv(t, &calls)
-	ctx := context.Background()
-	_, err := s.Send(ctx, kernel.SendInput{Text: "hi", Permissions: &kernel.RunPermissions{Deny: []string{"shell(git"}}})
-	var re *kernel.RequestError
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), "permissions.deny") {
-		t.Errorf("Send() with a bad rule = %v, want a *RequestError naming permissions.deny", err)
-	}
+	run(t, func(t *testing.T, mode storeMode) {
+		var calls atomic.Int32
+		_, s := consentEnv(t, mode, &calls)
+		ctx := context.Background()
+		_, err := s.Send(ctx, kernel.SendInput{Text: "hi", Permissions: &kernel.RunPermissions{Deny: []string{"shell(git"}}})
+		var re *kernel.RequestError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "permissions.deny") {
+			t.Errorf("Send() with a bad rule = %v, want a *RequestError naming permissions.deny", err)
+		}
+	})
 }

@@ -22,36 +22,64 @@ import (
 // state and sequences every change to it; other goroutines send it work
 // through do, which waits for the result. Its committer makes each frame
 // durable before the hub publishes it.
+//
+// A Session value stays usable for as long as anyone holds it: when the
+// session is unloaded after a quiet spell (Config.IdleUnload) its
+// goroutines stop and its state is dropped, and the next call loads it
+// again, in place, from its checkpoint and log (unload.go).
 type Session struct {
 	id      string
 	k       *Kernel
-	inbox   chan func()
-	quit    chan struct{}
-	exited  chan struct{}
-	commits *committer
 	hub     hub
 	running atomic.Bool
 	broken  atomic.Bool
 	gid     atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
-	closeMu sync.Once
+
+	// lifeMu guards act and unloaded. do holds it read-locked while it
+	// hands work to the actor, so an unload, which takes it with TryLock,
+	// never strands work in the inbox of an actor that is going away.
+	lifeMu   sync.RWMutex
+	act      *actor // the running actor; replaced when the session loads again
+	unloaded bool   // the actor stopped for a quiet spell; the next do reloads
+
+	// cleanup is whether the kernel asked to forget s once it is
+	// collected (unload.go); guarded by k.mu.
+	cleanup bool
+
+	// holds counts Hold calls not released: extension processes running.
+	holds atomic.Int64
+	// activeAt is when the session was last used (unix nanos of
+	// Config.Now): a request it ran, a subscriber that left, a hold
+	// released. The idle clock counts from it.
+	activeAt atomic.Int64
+	// ckpt writes checkpoints off the actor (checkpoint.go).
+	ckpt checkpointWriter
 
 	// Owned by the actor goroutine: read and written only in functions it
 	// runs (those that call assertActor), or before it starts.
+	commits    *committer
 	info       store.Session
 	head       uint64 // seq of the last frame sequenced (maybe not yet durable)
+	lastData   []byte // the data of frame head, for a checkpoint's fingerprint
 	transcript transcript
 	state      stateDoc
-	run        *run            // the run in flight, or nil
-	runIDs     map[string]bool // every run id the session has used
-	lastRun    *run            // the most recent run, for shutdown to wait on
-	orphan     openSet         // what the log's open run (info.OpenRun) left open
+	run        *run    // the run in flight, or nil
+	runIDs     runSet  // every run id the session has used
+	lastRun    *run    // the most recent run, for shutdown to wait on
+	orphan     openSet // what the log's open run (info.OpenRun) left open
 	// snapshotted is whether the log holds a STATE_SNAPSHOT, the baseline a
 	// client replaying from seq 1 applies later STATE_DELTAs to.
 	snapshotted bool
 	consents    map[string]*pendingConsent // consent requests awaiting an answer
-	grants      map[string]string          // tool → who allowed it for this session
-	comps       map[string]*instance       // components shown, by node id (rebuilt lazily after a restart)
+	grants      map[string]string          // tool → who allowed it while the session is loaded
+	comps       map[string]*instance       // components shown, by node id (rebuilt lazily after a load)
 	inputs      map[string]*pendingInput   // questions awaiting an answer (input.go)
+	// ckptFrames and ckptBytes count the frames sequenced since the last
+	// checkpoint was taken, and their bytes.
+	ckptFrames int
+	ckptBytes  int64
+	// idleStop stops the pending idle check; nil when none is armed.
+	idleStop func() bool
 
 	// extState holds the extensions' shared state keys ("<owner>/<key>").
 	extState map[string]json.RawMessage
@@ -62,21 +90,44 @@ type Session struct {
 	ext extTools
 }
 
+// actor is one life of a session's goroutines: from a load to a close, a
+// store failure or an unload.
+type actor struct {
+	inbox  chan func()
+	quit   chan struct{} // closed to stop the actor
+	exited chan struct{} // closed once the actor and its committer stopped
+	stop   sync.Once
+	// unloading, set on the actor, makes serve stop after the current
+	// work and unload the session (unload.go).
+	unloading bool
+}
+
+func newActor() *actor {
+	return &actor{inbox: make(chan func(), 64), quit: make(chan struct{}), exited: make(chan struct{})}
+}
+
 func newSession(k *Kernel, info store.Session) *Session {
-	s := &Session{
-		id:     info.ID,
-		k:      k,
-		inbox:  make(chan func(), 64),
-		quit:   make(chan struct{}),
-		exited: make(chan struct{}),
-		info:   info,
-		state:  newStateDoc(),
-		runIDs: make(map[string]bool),
-		comps:  make(map[string]*instance),
-	}
-	s.hub.state = s.state.doc
-	s.commits = newCommitter(s)
+	s := &Session{id: info.ID, k: k, info: info}
+	s.hub.now = k.now
+	s.hub.left = &s.activeAt
+	s.reset()
 	return s
+}
+
+// reset empties the actor-owned state, as a new session holds it. It runs
+// before an actor starts, or once one stopped.
+func (s *Session) reset() {
+	s.head, s.lastData = 0, nil
+	s.transcript = transcript{}
+	s.state = newStateDoc()
+	s.run, s.lastRun = nil, nil
+	s.runIDs = make(runSet)
+	s.orphan = openSet{}
+	s.snapshotted = false
+	s.consents, s.grants, s.inputs = nil, nil, nil
+	s.comps = make(map[string]*instance)
+	s.ckptFrames, s.ckptBytes = 0, 0
+	s.extState = nil
 }
 
 // ID returns the session's id.
@@ -88,11 +139,19 @@ func (s *Session) Running() bool { return s.running.Load() }
 // Head returns the seq of the last frame published (and so durable).
 func (s *Session) Head() uint64 { return s.hub.head() }
 
-// load rebuilds the session's state from its log. It runs before the actor
-// starts. A log that is not whole (damage.go) refuses the session with a
-// *DamagedError.
+// load rebuilds the session's state: from its latest usable checkpoint and
+// the frames after it, or from its whole log. It runs before the actor
+// starts. A load that had to read CheckpointEvery frames or more writes a
+// checkpoint, so the next one does not. A log that is not whole after the
+// checkpoint (damage.go) refuses the session with a *DamagedError.
 func (s *Session) load(ctx context.Context) error {
-	err := s.k.cfg.Store.Scan(ctx, s.id, 0, func(f store.Frame) error {
+	var since uint64
+	if c := s.loadCheckpoint(ctx); c != nil {
+		s.restore(c)
+		since = c.head
+	}
+	var last []byte // the frame's data outlives Scan's call: kept in one buffer
+	err := s.k.cfg.Store.Scan(ctx, s.id, since, func(f store.Frame) error {
 		if err := s.loadedFrame(f); err != nil {
 			return err
 		}
@@ -100,73 +159,153 @@ func (s *Session) load(ctx context.Context) error {
 		if err != nil {
 			return s.undecodable(f, err)
 		}
-		if next, err := s.state.check(ev); err == nil && next != nil {
-			s.state.doc = bytes.Clone(next)
-		}
-		if ev.EventType() == protocol.TypeStateSnapshot {
-			s.snapshotted = true
-		}
-		s.transcript.apply(ev)
-		s.applyExtension(ev)
-		if rs, ok := ev.(*protocol.RunStarted); ok {
-			s.runIDs[rs.RunID] = true
-		}
-		if f.Run != "" && f.Run == s.info.OpenRun {
-			s.orphan.apply(ev)
-		}
-		s.head = f.Seq
+		last = append(last[:0], f.Data...)
+		f.Data = last
+		s.replay(f, ev)
 		return nil
 	})
 	if err := s.loaded(err); err != nil {
 		return err
 	}
-	s.hub.published = s.head
-	s.hub.state = s.state.doc
+	s.hub.setHead(s.head, s.state.doc)
+	if every := s.k.checkpointEvery(); every > 0 && s.ckptFrames >= every {
+		c := s.takeCheckpoint()
+		s.ckpt.submit(s, c)
+	}
 	return nil
 }
 
+// replay folds one logged frame into the state, as load reads the log. It
+// keeps f.Data as the head frame's data.
+func (s *Session) replay(f store.Frame, ev protocol.Event) {
+	if next, err := s.state.check(ev); err == nil && next != nil {
+		s.state.doc = bytes.Clone(next)
+	}
+	if ev.EventType() == protocol.TypeStateSnapshot {
+		s.snapshotted = true
+	}
+	s.transcript.apply(ev)
+	s.applyExtension(ev)
+	if rs, ok := ev.(*protocol.RunStarted); ok {
+		s.runIDs.add(rs.RunID)
+	}
+	if f.Run != "" && f.Run == s.info.OpenRun {
+		s.orphan.apply(ev)
+	}
+	s.head = f.Seq
+	s.noteFrame(f.Data)
+}
+
+// start starts a new life of the session's goroutines.
 func (s *Session) start() {
-	go s.serve()
+	a := newActor()
+	s.commits = newCommitter(s)
+	s.lifeMu.Lock()
+	s.act, s.unloaded = a, false
+	s.lifeMu.Unlock()
+	s.touch()
+	s.armIdle(a, s.k.cfg.IdleUnload)
+	go s.serve(a)
 	go s.commits.run()
 }
 
-func (s *Session) serve() {
-	defer close(s.exited)
+func (s *Session) serve(a *actor) {
+	defer func() {
+		if a.unloading {
+			s.finishUnload(a)
+			return
+		}
+		close(a.exited)
+	}()
 	if s.k.cfg.DebugActor {
 		s.gid.Store(goroutineID())
 	}
 	for {
 		select {
-		case fn := <-s.inbox:
+		case fn := <-a.inbox:
 			fn()
-		case <-s.quit:
+			s.maybeCheckpoint(false)
+			if a.unloading {
+				return
+			}
+		case <-a.quit:
 			return
 		}
 	}
 }
 
-// do runs fn on the actor and waits for it to finish.
+// touch records that the session was used now.
+func (s *Session) touch() { s.activeAt.Store(s.k.now().UnixNano()) }
+
+// do runs fn on the actor and waits for it to finish. On a session that
+// was unloaded it loads the session again first.
 func (s *Session) do(ctx context.Context, fn func()) error {
-	done := make(chan struct{})
-	select {
-	case s.inbox <- func() { defer close(done); fn() }:
-	case <-s.quit:
-		return ErrSessionClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-s.exited:
-		// The actor stopped; fn ran only if done was closed first.
+	for {
+		s.lifeMu.RLock()
+		a, unloaded := s.act, s.unloaded
+		if unloaded {
+			s.lifeMu.RUnlock()
+			if err := s.k.reload(ctx, s); err != nil {
+				return err
+			}
+			continue
+		}
+		done := make(chan struct{})
+		select {
+		case a.inbox <- func() { defer close(done); s.touch(); fn() }:
+			s.lifeMu.RUnlock()
+		case <-a.quit:
+			s.lifeMu.RUnlock()
+			return ErrSessionClosed
+		case <-ctx.Done():
+			s.lifeMu.RUnlock()
+			return ctx.Err()
+		}
 		select {
 		case <-done:
 			return nil
-		default:
-			return ErrSessionClosed
+		case <-a.exited:
+			// The actor stopped; fn ran only if done was closed first.
+			select {
+			case <-done:
+				return nil
+			default:
+				return ErrSessionClosed
+			}
 		}
 	}
+}
+
+// post runs fn on the actor a without waiting, if a is still the
+// session's running actor; otherwise fn is dropped. It is how the
+// session's own timers reach it: a timer never loads an unloaded session.
+func (s *Session) post(a *actor, fn func()) {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.act != a || s.unloaded {
+		return
+	}
+	select {
+	case a.inbox <- fn:
+	case <-a.quit:
+	}
+}
+
+// awake loads the session again if it was unloaded.
+func (s *Session) awake(ctx context.Context) error {
+	s.lifeMu.RLock()
+	unloaded := s.unloaded
+	s.lifeMu.RUnlock()
+	if unloaded {
+		return s.k.reload(ctx, s)
+	}
+	return nil
+}
+
+// current returns the running actor. Runs on the actor.
+func (s *Session) current() *actor {
+	s.assertActor()
+	return s.act
 }
 
 // assertActor panics, when Config.DebugActor is set, if the caller is not
@@ -224,6 +363,7 @@ func (s *Session) emit(runID string, events ...protocol.Event) error {
 		if s.run != nil {
 			s.run.open.apply(ev)
 		}
+		s.noteFrame(data)
 		s.commits.push(commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}, state: next})
 	}
 	return nil
@@ -343,7 +483,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	if runID == "" {
 		runID = newID("run")
 	}
-	if s.runIDs[runID] {
+	if s.runIDs.has(runID) {
 		return SendResult{}, &RequestError{Msg: fmt.Sprintf("runId %s was already used in session %s: send a fresh runId for each run", runID, s.id)}
 	}
 	provider, err := s.k.provider(s.model())
@@ -485,6 +625,10 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 		}
 		return sub, nil
 	}
+	if err := s.awake(ctx); err != nil {
+		sub.Close()
+		return nil, err
+	}
 	head, err := s.hub.attachAt(sub)
 	if err != nil {
 		return nil, err
@@ -551,7 +695,8 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 		// Read in pages, so a subscriber that is slow to write its backlog
 		// never holds one of the store's read connections.
 		for at := from; at < head; {
-			frames, err := s.k.cfg.Store.Read(ctx, s.id, at, int(min(backlogPage, head-at)))
+			n := int(min(backlogPage, head-at))
+			frames, err := s.readLogged(ctx, at, n, n)
 			if err != nil {
 				return err
 			}
@@ -604,7 +749,7 @@ func (s *Session) Read(ctx context.Context, since uint64, limit int) ([]Frame, u
 	if limit == 0 {
 		return []Frame{}, head, nil
 	}
-	frames, err := s.k.cfg.Store.Read(ctx, s.id, since, limit)
+	frames, err := s.readLogged(ctx, since, limit, limit)
 	return frames, head, err
 }
 
@@ -623,6 +768,7 @@ func (s *Session) interrupt(runID, why string) error {
 	ev.Orrery().Result = &protocol.RunResult{}
 	evs := append(s.orphan.closers(), ev)
 	s.orphan = openSet{}
+	s.info.OpenRun = ""
 	return s.emit(runID, evs...)
 }
 
@@ -646,15 +792,32 @@ func (s *Session) fail(err error) {
 	}()
 }
 
-func (s *Session) stopActor() {
-	s.closeMu.Do(func() { close(s.quit) })
-	<-s.exited
+// runningActor returns the running actor, or nil when the session is
+// unloaded.
+func (s *Session) runningActor() *actor {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.unloaded {
+		return nil
+	}
+	return s.act
 }
 
-// close ends a run in flight as interrupted, commits everything queued and
-// stops the session's goroutines.
+func (s *Session) stopActor() {
+	a := s.runningActor()
+	if a == nil {
+		return
+	}
+	a.stop.Do(func() { close(a.quit) })
+	<-a.exited
+}
+
+// close ends a run in flight as interrupted, commits everything queued,
+// writes a checkpoint when frames were logged since the last one, and stops
+// the session's goroutines.
 func (s *Session) close(ctx context.Context) error {
 	var last *run
+	var stopIdle func() bool
 	err := s.do(context.WithoutCancel(ctx), func() {
 		// Held data updates go out now: nothing accepted is dropped.
 		s.flushAllData()
@@ -662,7 +825,15 @@ func (s *Session) close(ctx context.Context) error {
 			s.endRun(s.run, errorTerminal("interrupted", "the server shut down during this run; its output so far is kept: send the prompt again to retry"))
 		}
 		last = s.lastRun
+		if s.ckptFrames > 0 && s.k.checkpointEvery() > 0 {
+			s.checkpointNow()
+		}
+		stopIdle, s.idleStop = s.idleStop, nil
 	})
+	if stopIdle != nil {
+		stopIdle()
+	}
+	a := s.runningActor()
 	s.stopActor()
 	if last != nil {
 		select {
@@ -671,8 +842,11 @@ func (s *Session) close(ctx context.Context) error {
 			err = errors.Join(err, ctx.Err())
 		}
 	}
-	close(s.commits.stop)
-	<-s.commits.done
+	if a != nil {
+		close(s.commits.stop)
+		<-s.commits.done
+	}
+	s.ckpt.wait()
 	s.hub.close(ErrSessionClosed)
 	if errors.Is(err, ErrSessionClosed) {
 		err = nil

@@ -130,9 +130,9 @@ func (s *Session) notAComponent(owner ui.Owner, id, nodeID string) error {
 // the actor.
 func (s *Session) flushAfter(inst *instance, wait time.Duration) {
 	inst.stopTimer()
-	inst.stop = s.k.cfg.AfterFunc(wait, func() {
-		_ = s.do(context.Background(), func() { s.flushData(inst) })
-	})
+	// Posted to this actor only: a timer never loads an unloaded session.
+	a := s.current()
+	inst.stop = s.k.cfg.AfterFunc(wait, func() { s.post(a, func() { s.flushData(inst) }) })
 }
 
 // flushData publishes inst's held update when its moment has come. Runs on

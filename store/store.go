@@ -23,6 +23,11 @@ var (
 	ErrSeqConflict = errors.New("seq conflict")
 	// ErrClosed means the log was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNoCheckpoint means a session has no checkpoint (LoadCheckpoint).
+	ErrNoCheckpoint = errors.New("no checkpoint")
+	// ErrCheckpointAhead means SaveCheckpoint was given a checkpoint whose
+	// Head is beyond the session's last logged frame.
+	ErrCheckpointAhead = errors.New("checkpoint ahead of the log")
 )
 
 // Frame is one logged event. Data is the frame's AG-UI JSON exactly as it
@@ -88,4 +93,31 @@ type Log interface {
 	Scan(ctx context.Context, session string, since uint64, fn func(Frame) error) error
 	// Close releases the log. It is safe after a partial open.
 	Close() error
+}
+
+// Checkpoint is a session's reduced state as it stood after one frame, so
+// that loading the session reads it and only the frames after it instead of
+// the whole log. It is an optimization: the log stays the truth, and a
+// reader ignores a checkpoint it cannot use.
+type Checkpoint struct {
+	// Head is the seq of the last frame the checkpoint reflects.
+	Head uint64
+	// Data is the kernel's encoding of the state (its format, version and
+	// checksum included); the store keeps it byte for byte.
+	Data []byte
+}
+
+// Checkpointer is implemented by a Log that keeps one checkpoint per
+// session. It is optional: a kernel on a Log without it rebuilds every
+// session from seq 0.
+type Checkpointer interface {
+	// SaveCheckpoint replaces the session's checkpoint with c atomically: a
+	// crash during the call leaves the old checkpoint or c, never part of
+	// either. A c whose Head is beyond the session's head fails with
+	// ErrCheckpointAhead and changes nothing; it is durable like a frame
+	// when SaveCheckpoint returns nil.
+	SaveCheckpoint(ctx context.Context, session string, c Checkpoint) error
+	// LoadCheckpoint returns the session's checkpoint, or ErrNoCheckpoint.
+	// An unknown session gives ErrUnknownSession.
+	LoadCheckpoint(ctx context.Context, session string) (Checkpoint, error)
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
-	"github.com/getorrery/orrery/store/sqlite"
+	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/tool"
 	"github.com/getorrery/orrery/tool/mcp"
@@ -81,7 +81,7 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 // (lock) until Close.
 type embedded struct {
 	lock   *datadir.Lock
-	store  *sqlite.Log
+	store  store.Log
 	kernel *kernel.Kernel
 	mcp    *mcp.Set
 	agents *acpAgents
@@ -118,10 +118,10 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(cfg.DBPath())
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		lock.Close()
-		return nil, storeOpenError(cfg, err)
+		return nil, err
 	}
 	warnOpenModes(log, cfg)
 	cwd, err := os.Getwd()
@@ -145,6 +145,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		Limits:         component.Limits{ComponentBytes: cfg.Limits.ComponentBytes, DataBytes: cfg.Limits.DataBytes, DataUpdatesPerSec: cfg.Limits.DataUpdatesPerSec},
 		Logger:         log,
 	}
+	kc.IdleUnload, kc.CheckpointEvery = cfg.Kernel.IdleUnload.Duration, cfg.Kernel.CheckpointEvery
 	h := hub.NewWithOptions(hub.Options{Logger: log})
 	kc.Tools = withTools(kc.Tools, subagent.TaskTool{
 		// Read when called, so an option that wraps kc.Models applies. A

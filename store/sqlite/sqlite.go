@@ -28,7 +28,11 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-var _ store.Log = (*Log)(nil)
+// Interface guards.
+var (
+	_ store.Log          = (*Log)(nil)
+	_ store.Checkpointer = (*Log)(nil)
+)
 
 const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -50,6 +54,11 @@ CREATE TABLE IF NOT EXISTS frames (
 	data BLOB NOT NULL,
 	PRIMARY KEY (sid, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+	sid  INTEGER PRIMARY KEY,
+	head INTEGER NOT NULL,
+	data BLOB NOT NULL
+);
 `
 
 // Log is a store.Log in one SQLite file. Create it with Open.
@@ -536,4 +545,48 @@ func checkSeqs(b store.Batch, head uint64) error {
 		}
 	}
 	return nil
+}
+
+// SaveCheckpoint implements store.Checkpointer: one statement, so one
+// transaction, replaces the session's row; it lands only while the
+// session's logged head is at least c.Head.
+func (l *Log) SaveCheckpoint(ctx context.Context, session string, c store.Checkpoint) error {
+	sid, err := l.sid(session)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	data := c.Data
+	if data == nil {
+		data = []byte{}
+	}
+	res, err := l.writer.ExecContext(ctx, `INSERT INTO checkpoints (sid, head, data)
+		SELECT sid, ?, ? FROM sessions WHERE sid = ? AND head >= ?
+		ON CONFLICT (sid) DO UPDATE SET head = excluded.head, data = excluded.data`,
+		c.Head, data, sid, c.Head)
+	if err != nil {
+		return fmt.Errorf("save checkpoint of session %s: %w", session, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("save checkpoint of session %s: %w", session, err)
+	} else if n == 0 {
+		return fmt.Errorf("save checkpoint of session %s at seq %d: %w", session, c.Head, store.ErrCheckpointAhead)
+	}
+	return nil
+}
+
+// LoadCheckpoint implements store.Checkpointer.
+func (l *Log) LoadCheckpoint(ctx context.Context, session string) (store.Checkpoint, error) {
+	var c store.Checkpoint
+	sid, err := l.sid(session)
+	if err != nil {
+		return c, fmt.Errorf("load checkpoint: %w", err)
+	}
+	err = l.reader.QueryRowContext(ctx, `SELECT head, data FROM checkpoints WHERE sid = ?`, sid).Scan(&c.Head, &c.Data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("load checkpoint of session %s: %w", session, store.ErrNoCheckpoint)
+	}
+	if err != nil {
+		return c, fmt.Errorf("load checkpoint of session %s: %w", session, err)
+	}
+	return c, nil
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Log) {
 		{"Close", testClose},
 		{"CloseWhileAppending", testCloseWhileAppending},
 		{"Check", testCheck},
+		{"Checkpoint", testCheckpoint},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -930,4 +931,61 @@ func testCheck(t *testing.T, s *suite) {
 	check(11)
 	mustAppend(t, l, store.Batch{Session: "b", Frames: frames("b", 8, 2)}, store.Batch{Session: "empty", Frames: frames("empty", 1, 1)})
 	check(14)
+}
+
+// testCheckpoint runs only on a Log that is a store.Checkpointer: a saved
+// checkpoint reads back byte for byte, a later one replaces it, one ahead
+// of the log is refused and changes nothing, and it survives a reopen.
+func testCheckpoint(t *testing.T, s *suite) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	l := s.openIn(t, dir)
+	cp, ok := l.(store.Checkpointer)
+	if !ok {
+		t.Skip("the Log keeps no checkpoints")
+	}
+	mustCreate(t, l, "a", "b")
+	if _, err := cp.LoadCheckpoint(ctx, "a"); !errors.Is(err, store.ErrNoCheckpoint) {
+		t.Errorf("LoadCheckpoint(%q) of a new session = %v, want %v", "a", err, store.ErrNoCheckpoint)
+	}
+	if _, err := cp.LoadCheckpoint(ctx, "nope"); !errors.Is(err, store.ErrUnknownSession) {
+		t.Errorf("LoadCheckpoint(%q) = %v, want %v", "nope", err, store.ErrUnknownSession)
+	}
+	if err := cp.SaveCheckpoint(ctx, "nope", store.Checkpoint{}); !errors.Is(err, store.ErrUnknownSession) {
+		t.Errorf("SaveCheckpoint(%q) = %v, want %v", "nope", err, store.ErrUnknownSession)
+	}
+	// A checkpoint of a session with no frames yet is one of head 0.
+	if err := cp.SaveCheckpoint(ctx, "b", store.Checkpoint{Head: 0, Data: []byte("empty")}); err != nil {
+		t.Errorf("SaveCheckpoint(%q, head 0) = %v, want nil", "b", err)
+	}
+	if err := cp.SaveCheckpoint(ctx, "a", store.Checkpoint{Head: 1, Data: []byte("x")}); !errors.Is(err, store.ErrCheckpointAhead) {
+		t.Errorf("SaveCheckpoint(%q, head 1) of an empty log = %v, want %v", "a", err, store.ErrCheckpointAhead)
+	}
+	mustAppend(t, l, store.Batch{Session: "a", Frames: frames("a", 1, 5)})
+	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 64<<10)
+	for _, c := range []store.Checkpoint{{Head: 3, Data: []byte("three")}, {Head: 5, Data: big}} {
+		if err := cp.SaveCheckpoint(ctx, "a", c); err != nil {
+			t.Fatalf("SaveCheckpoint(%q, head %d) = %v, want nil", "a", c.Head, err)
+		}
+		got, err := cp.LoadCheckpoint(ctx, "a")
+		if err != nil || got.Head != c.Head || !bytes.Equal(got.Data, c.Data) {
+			t.Errorf("LoadCheckpoint(%q) = head %d, %d bytes, %v, want head %d, %d bytes", "a", got.Head, len(got.Data), err, c.Head, len(c.Data))
+		}
+	}
+	if err := cp.SaveCheckpoint(ctx, "a", store.Checkpoint{Head: 6, Data: []byte("ahead")}); !errors.Is(err, store.ErrCheckpointAhead) {
+		t.Errorf("SaveCheckpoint(%q, head 6) of a 5-frame log = %v, want %v", "a", err, store.ErrCheckpointAhead)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+
+	l = s.openIn(t, dir)
+	cp = l.(store.Checkpointer)
+	got, err := cp.LoadCheckpoint(ctx, "a")
+	if err != nil || got.Head != 5 || !bytes.Equal(got.Data, big) {
+		t.Errorf("LoadCheckpoint(%q) after reopen = head %d, %d bytes, %v, want head 5, %d bytes", "a", got.Head, len(got.Data), err, len(big))
+	}
+	if got, err := cp.LoadCheckpoint(ctx, "b"); err != nil || got.Head != 0 || string(got.Data) != "empty" {
+		t.Errorf("LoadCheckpoint(%q) after reopen = %d %q %v, want 0 %q", "b", got.Head, got.Data, err, "empty")
+	}
 }
