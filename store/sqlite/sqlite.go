@@ -21,11 +21,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/getorrery/orrery/store"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" driver
 )
 
 var _ store.Log = (*Log)(nil)
@@ -433,22 +434,61 @@ func (l *Log) writeLoop() {
 }
 
 func (l *Log) commit(reqs []*appendReq) {
-	errs, err := l.commitTx(reqs)
+	errs := l.commitAll(reqs)
 	for i, r := range reqs {
-		if err != nil {
-			r.errc <- err
-			continue
-		}
 		r.errc <- errs[i]
 	}
 }
 
-// commitTx writes every batch of reqs in one transaction and returns each
-// request's own error (a seq conflict skips only that batch), or an error
-// that failed the whole commit.
-func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
+// commitAll commits reqs in as few transactions as it can and returns each
+// request's own outcome, so that one session's failure never fails another
+// session's append. All go in one transaction. When a batch fails to write
+// (a row another writer holds, say), its request gets the error and the
+// others are committed again without it. When the transaction fails as a
+// whole (the disk filled as it committed), each request is committed again
+// in a transaction of its own. Neither costs anything while nothing fails.
+func (l *Log) commitAll(reqs []*appendReq) []error {
 	errs := make([]error, len(reqs))
+	live := make([]int, len(reqs)) // the indexes of reqs still to commit
+	for i := range live {
+		live[i] = i
+	}
+	for len(live) > 0 {
+		batch := make([]*appendReq, len(live))
+		for k, i := range live {
+			batch[k] = reqs[i]
+		}
+		res, culprit, err := l.commitTx(batch)
+		switch {
+		case err == nil:
+			for k, i := range live {
+				errs[i] = res[k]
+			}
+			return errs
+		case culprit >= 0:
+			errs[live[culprit]] = err
+			live = append(live[:culprit], live[culprit+1:]...)
+		case len(live) == 1:
+			errs[live[0]] = err
+			return errs
+		default:
+			for _, i := range live {
+				errs[i] = l.commitAll([]*appendReq{reqs[i]})[0]
+			}
+			return errs
+		}
+	}
+	return errs
+}
+
+// commitTx writes every batch of reqs in one transaction and returns each
+// request's own error (a seq conflict skips only that batch). When writing
+// a batch fails, nothing is committed and culprit is the index of its
+// request; when the transaction fails otherwise, culprit is -1.
+func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error) {
+	errs = make([]error, len(reqs))
 	heads := make(map[*sessionRow]uint64)
+	var conflicts []*sessionRow // sessions whose cached head a batch disagreed with
 	l.mu.Lock()
 	rows := make([][]*sessionRow, len(reqs))
 	for i, r := range reqs {
@@ -466,10 +506,23 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 		}
 	}
 	l.mu.Unlock()
+	defer func() {
+		// A failure may come from a stale cached head (another process
+		// wrote to the file): read the heads again from what is stored.
+		if err != nil && culprit >= 0 {
+			for _, row := range rows[culprit] {
+				if row != nil {
+					conflicts = append(conflicts, row)
+				}
+			}
+		}
+		l.refreshHeads(conflicts)
+	}()
 
 	tx, err := l.writer.Begin()
 	if err != nil {
-		return nil, fmt.Errorf("append: begin: %w", err)
+		l.abandon()
+		return nil, -1, fmt.Errorf("append: begin: %w", classify(err))
 	}
 	defer tx.Rollback()
 	ins := tx.Stmt(l.insertStmt)
@@ -486,6 +539,7 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 			head := heads[row]
 			if cerr := checkSeqs(b, head); cerr != nil {
 				errs[i] = errors.Join(errs[i], cerr)
+				conflicts = append(conflicts, row)
 				continue
 			}
 			runChanged, openRun := false, ""
@@ -497,7 +551,7 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 					data = []byte{}
 				}
 				if _, err := ins.Exec(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
-					return nil, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, err)
+					return nil, i, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
 				}
 				switch f.Type {
 				case "RUN_STARTED":
@@ -510,20 +564,84 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 				head = b.Frames[n-1].Seq
 			}
 			if _, err := upd.Exec(head, b.CostDelta, runChanged, openRun, row.sid); err != nil {
-				return nil, fmt.Errorf("append to session %s: %w", b.Session, err)
+				return nil, i, fmt.Errorf("append to session %s: %w", b.Session, classify(err))
 			}
 			heads[row] = head
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("append: commit: %w", err)
+		l.abandon()
+		return nil, -1, fmt.Errorf("append: commit: %w", classify(err))
 	}
 	l.mu.Lock()
 	for row, h := range heads {
 		row.head = h
 	}
 	l.mu.Unlock()
-	return errs, nil
+	return errs, -1, nil
+}
+
+// abandon makes sure the writer's connection is not left inside a
+// transaction after a failed begin or commit: on a full disk or an I/O
+// error SQLite may keep the transaction open, and every later BEGIN would
+// then fail even once the disk has room again.
+func (l *Log) abandon() {
+	_, _ = l.writer.Exec(`ROLLBACK`) // "no transaction is active" is the usual answer
+}
+
+// refreshHeads reads the heads of rows again from the frames stored. Runs
+// on the writer goroutine.
+func (l *Log) refreshHeads(rows []*sessionRow) {
+	for _, row := range rows {
+		var head uint64
+		if err := l.writer.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM frames WHERE sid = ?`, row.sid).Scan(&head); err != nil {
+			continue // the cache stays as it was; the next failure tries again
+		}
+		l.mu.Lock()
+		row.head = head
+		l.mu.Unlock()
+	}
+}
+
+// SQLite's primary result codes that name what went wrong on the disk.
+const (
+	codePerm     = 3
+	codeReadOnly = 8
+	codeIOErr    = 10
+	codeFull     = 13
+	codeCantOpen = 14
+)
+
+// ioError is an SQLite error that also wraps the system error it stands
+// for, so that a caller tells a full disk (syscall.ENOSPC) or a database
+// it may not write (syscall.EROFS, syscall.EACCES) from other failures
+// with errors.Is, without knowing SQLite.
+type ioError struct {
+	err   error
+	errno syscall.Errno
+}
+
+func (e *ioError) Error() string   { return e.err.Error() }
+func (e *ioError) Unwrap() []error { return []error{e.err, e.errno} }
+
+// classify wraps err in an ioError when SQLite says the disk is full,
+// read-only, not permitted or failing.
+func classify(err error) error {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case codeFull:
+		return &ioError{err, syscall.ENOSPC}
+	case codeReadOnly:
+		return &ioError{err, syscall.EROFS}
+	case codePerm, codeCantOpen:
+		return &ioError{err, syscall.EACCES}
+	case codeIOErr:
+		return &ioError{err, syscall.EIO}
+	}
+	return err
 }
 
 func checkSeqs(b store.Batch, head uint64) error {
