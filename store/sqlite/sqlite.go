@@ -444,48 +444,46 @@ func (l *Log) commit(reqs []*appendReq) {
 // request's own outcome, so that one session's failure never fails another
 // session's append. All go in one transaction. When a batch fails to write
 // (a row another writer holds, say), its request gets the error and the
-// others are committed again without it. When the transaction fails as a
-// whole (the disk filled as it committed), each request is committed again
-// in a transaction of its own. Neither costs anything while nothing fails.
+// other batches are committed again without it. When the transaction fails
+// as a whole (the disk filled as it committed), each request is committed
+// again in a transaction of its own. Neither costs anything while nothing
+// fails.
 func (l *Log) commitAll(reqs []*appendReq) []error {
-	errs := make([]error, len(reqs))
-	live := make([]int, len(reqs)) // the indexes of reqs still to commit
-	for i := range live {
-		live[i] = i
-	}
-	for len(live) > 0 {
-		batch := make([]*appendReq, len(live))
-		for k, i := range live {
-			batch[k] = reqs[i]
-		}
-		res, culprit, err := l.commitTx(batch)
+	failed := make(map[batchRef]error) // batches left out, with their errors
+	for {
+		errs, culprit, err := l.commitTx(reqs, failed)
 		switch {
 		case err == nil:
-			for k, i := range live {
-				errs[i] = res[k]
+			for ref, ferr := range failed {
+				errs[ref.req] = errors.Join(errs[ref.req], ferr)
 			}
 			return errs
-		case culprit >= 0:
-			errs[live[culprit]] = err
-			live = append(live[:culprit], live[culprit+1:]...)
-		case len(live) == 1:
-			errs[live[0]] = err
-			return errs
-		default:
-			for _, i := range live {
-				errs[i] = l.commitAll([]*appendReq{reqs[i]})[0]
+		case culprit.req >= 0:
+			failed[culprit] = err
+			continue
+		case len(reqs) == 1:
+			for _, ferr := range failed {
+				err = errors.Join(err, ferr)
 			}
-			return errs
+			return []error{err}
 		}
+		errs = make([]error, len(reqs))
+		for i, r := range reqs {
+			errs[i] = l.commitAll([]*appendReq{r})[0]
+		}
+		return errs
 	}
-	return errs
 }
 
-// commitTx writes every batch of reqs in one transaction and returns each
-// request's own error (a seq conflict skips only that batch). When writing
-// a batch fails, nothing is committed and culprit is the index of its
-// request; when the transaction fails otherwise, culprit is -1.
-func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error) {
+// batchRef names batch j of request req.
+type batchRef struct{ req, batch int }
+
+// commitTx writes every batch of reqs but those in skip in one transaction
+// and returns each request's own error (a seq conflict skips only that
+// batch). When writing a batch fails, nothing is committed and culprit
+// names the batch; when the transaction fails otherwise, culprit.req is -1.
+func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error, culprit batchRef, err error) {
+	culprit = batchRef{-1, -1}
 	errs = make([]error, len(reqs))
 	heads := make(map[*sessionRow]uint64)
 	var conflicts []*sessionRow // sessions whose cached head a batch disagreed with
@@ -494,6 +492,9 @@ func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error)
 	for i, r := range reqs {
 		rows[i] = make([]*sessionRow, len(r.batches))
 		for j, b := range r.batches {
+			if _, ok := skip[batchRef{i, j}]; ok {
+				continue
+			}
 			row, ok := l.sessions[b.Session]
 			if !ok {
 				errs[i] = errors.Join(errs[i], fmt.Errorf("append to session %s: %w", b.Session, store.ErrUnknownSession))
@@ -509,12 +510,8 @@ func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error)
 	defer func() {
 		// A failure may come from a stale cached head (another process
 		// wrote to the file): read the heads again from what is stored.
-		if err != nil && culprit >= 0 {
-			for _, row := range rows[culprit] {
-				if row != nil {
-					conflicts = append(conflicts, row)
-				}
-			}
+		if err != nil && culprit.req >= 0 {
+			conflicts = append(conflicts, rows[culprit.req][culprit.batch])
 		}
 		l.refreshHeads(conflicts)
 	}()
@@ -522,7 +519,7 @@ func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error)
 	tx, err := l.writer.Begin()
 	if err != nil {
 		l.abandon()
-		return nil, -1, fmt.Errorf("append: begin: %w", classify(err))
+		return nil, culprit, fmt.Errorf("append: begin: %w", classify(err))
 	}
 	defer tx.Rollback()
 	ins := tx.Stmt(l.insertStmt)
@@ -551,7 +548,7 @@ func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error)
 					data = []byte{}
 				}
 				if _, err := ins.Exec(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
-					return nil, i, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
+					return nil, batchRef{i, j}, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
 				}
 				switch f.Type {
 				case "RUN_STARTED":
@@ -564,21 +561,21 @@ func (l *Log) commitTx(reqs []*appendReq) (errs []error, culprit int, err error)
 				head = b.Frames[n-1].Seq
 			}
 			if _, err := upd.Exec(head, b.CostDelta, runChanged, openRun, row.sid); err != nil {
-				return nil, i, fmt.Errorf("append to session %s: %w", b.Session, classify(err))
+				return nil, batchRef{i, j}, fmt.Errorf("append to session %s: %w", b.Session, classify(err))
 			}
 			heads[row] = head
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		l.abandon()
-		return nil, -1, fmt.Errorf("append: commit: %w", classify(err))
+		return nil, culprit, fmt.Errorf("append: commit: %w", classify(err))
 	}
 	l.mu.Lock()
 	for row, h := range heads {
 		row.head = h
 	}
 	l.mu.Unlock()
-	return errs, -1, nil
+	return errs, culprit, nil
 }
 
 // abandon makes sure the writer's connection is not left inside a

@@ -154,4 +154,23 @@ func TestGroupCommitFailure(t *testing.T) {
 	if err := l.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(3, `{"by":"l"}`)}}); err != nil {
 		t.Errorf("Append(a, 3) = %v, want nil", err)
 	}
+
+	// Within one Append, too, each batch stands alone.
+	other, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(4, `{"by":"other"}`)}}); err != nil {
+		t.Fatalf("other.Append(a, 4) = %v, want nil", err)
+	}
+	other.Close()
+	err = l.Append(ctx,
+		store.Batch{Session: "a", Frames: []store.Frame{frame(4, `{"by":"l"}`)}},
+		store.Batch{Session: "b", Frames: []store.Frame{frame(4, `{"n":4}`)}})
+	if err == nil {
+		t.Errorf("Append(a 4, b 4) = nil, want a's failure")
+	}
+	if s, err := l.Session(ctx, "b"); err != nil || s.Head != 4 {
+		t.Errorf("Session(b) = %+v, %v, want head 4: b's batch stands alone", s, err)
+	}
 }
