@@ -177,6 +177,16 @@ func (k *Kernel) Open(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if s.broken.Load() {
+			// The store refused the terminal event: the session serves
+			// reads and ends the run for its clients with seq-0 frames
+			// until the store takes the event (kernel/fault.go).
+			if err := s.do(ctx, func() { s.takeFailure() }); err != nil {
+				return fmt.Errorf("recover session %s: %w", info.ID, err)
+			}
+			k.log.Error("could not close interrupted run: the session's store fails", "session", info.ID, "run", info.OpenRun)
+			continue
+		}
 		k.log.Info("closed interrupted run", "session", info.ID, "run", info.OpenRun)
 	}
 	return nil
@@ -328,15 +338,6 @@ func (k *Kernel) Session(ctx context.Context, id string) (*Session, error) {
 	k.sessions[id] = s
 	k.mu.Unlock()
 	return s, nil
-}
-
-// forget drops a broken session so that its next use reloads it.
-func (k *Kernel) forget(s *Session) {
-	k.mu.Lock()
-	if k.sessions[s.id] == s {
-		delete(k.sessions, s.id)
-	}
-	k.mu.Unlock()
 }
 
 // Sessions lists every session, newest first.

@@ -358,9 +358,12 @@ func (s *Server) chatSession(r *http.Request, req *chatRequest) (*kernel.Session
 func (s *Server) chatKernelError(w http.ResponseWriter, err error) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
+	var storeErr *kernel.StoreError
 	switch {
 	case errors.As(err, &busy):
 		writeOAError(w, http.StatusConflict, "", "session_busy", busy.Error())
+	case errors.As(err, &storeErr):
+		writeOAError(w, http.StatusServiceUnavailable, "", kernel.CodeStoreFailed, storeErr.Error())
 	case errors.As(err, &reqErr):
 		param := ""
 		if strings.Contains(reqErr.Msg, "model") {

@@ -396,9 +396,12 @@ func (s *Server) kernelError(w http.ResponseWriter, err error) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
 	var since *kernel.SinceError
+	var storeErr *kernel.StoreError
 	switch {
 	case errors.As(err, &busy):
 		writeError(w, http.StatusConflict, busy.Error())
+	case errors.As(err, &storeErr):
+		writeError(w, http.StatusServiceUnavailable, storeErr.Error())
 	case errors.As(err, &reqErr):
 		writeError(w, http.StatusBadRequest, reqErr.Error())
 	case errors.As(err, &since):

@@ -68,6 +68,13 @@ type Log struct {
 	insertStmt, updateStmt *sql.Stmt
 	wg                     sync.WaitGroup
 
+	// full is, after a commit failed on a full disk, how many bytes the
+	// disk must have free before the writer tries SQLite again (SQLite
+	// itself would often take a small append, into the space the failed
+	// commit took in the WAL, and fail again at the next large one); 0
+	// otherwise. Owned by the writer goroutine.
+	full uint64
+
 	mu sync.Mutex // guards sessions
 	// sessions caches sid and head per session id. Heads change only on the
 	// writer goroutine, under mu.
@@ -434,10 +441,51 @@ func (l *Log) writeLoop() {
 }
 
 func (l *Log) commit(reqs []*appendReq) {
-	errs := l.commitAll(reqs)
+	var errs []error
+	if err := l.room(); err != nil {
+		errs = make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+	} else {
+		errs = l.commitAll(reqs)
+	}
 	for i, r := range reqs {
+		if errors.Is(errs[i], syscall.ENOSPC) && l.full == 0 {
+			l.full = minFree + 2*size(reqs)
+		}
 		r.errc <- errs[i]
 	}
+}
+
+// minFree is the least free space the writer waits for after a full disk.
+const minFree = 1 << 20
+
+// size is how many bytes of frames reqs hold.
+func size(reqs []*appendReq) uint64 {
+	var n uint64
+	for _, r := range reqs {
+		for _, b := range r.batches {
+			for _, f := range b.Frames {
+				n += uint64(len(f.Data))
+			}
+		}
+	}
+	return n
+}
+
+// room refuses an append, without trying SQLite, while the disk that
+// filled up has not got back the room l.full asks for.
+func (l *Log) room() error {
+	if l.full == 0 {
+		return nil
+	}
+	free, ok := freeSpace(filepath.Dir(l.path))
+	if !ok || free >= l.full {
+		l.full = 0
+		return nil
+	}
+	return fmt.Errorf("append: %w", &ioError{fmt.Errorf("the disk is still full (%d bytes free where the log is, %d needed)", free, l.full), syscall.ENOSPC})
 }
 
 // commitAll commits reqs in as few transactions as it can and returns each
