@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/internal/testdisk"
 	"github.com/getorrery/orrery/kernel"
@@ -20,56 +18,9 @@ import (
 	"github.com/getorrery/orrery/store/sqlite"
 )
 
-// floodModel is a model whose first answer streams a little text, waits
-// until the test opens its gate, then streams far more text than the
-// test's disks hold; every later answer is one short text. So a test can
-// break the disk at a known point, with nothing in flight.
-type floodModel struct {
-	gate  chan struct{}
-	mu    sync.Mutex
-	calls int
-}
-
-func newFloodModel() *floodModel { return &floodModel{gate: make(chan struct{})} }
-
-func (m *floodModel) Name() string  { return "flood" }
-func (m *floodModel) Model() string { return "flood" }
-
-func (m *floodModel) Stream(ctx context.Context, _ agent.Request, emit func(agent.Delta) error) (agent.Usage, error) {
-	m.mu.Lock()
-	m.calls++
-	first := m.calls == 1
-	m.mu.Unlock()
-	if !first {
-		return agent.Usage{OutputTokens: 1}, emit(agent.Delta{Kind: agent.DeltaText, Text: "back"})
-	}
-	if err := emit(agent.Delta{Kind: agent.DeltaText, Text: "before the flood "}); err != nil {
-		return agent.Usage{}, err
-	}
-	select {
-	case <-m.gate:
-	case <-ctx.Done():
-		return agent.Usage{}, ctx.Err()
-	}
-	chunk := strings.Repeat("x", 4096)
-	for range 1 << 14 {
-		if err := emit(agent.Delta{Kind: agent.DeltaText, Text: chunk}); err != nil {
-			return agent.Usage{}, err
-		}
-	}
-	return agent.Usage{OutputTokens: 1 << 14}, nil
-}
-
 // withModel makes m the kernel's model for the spec "flood".
-func withModel(m agent.Provider) option {
-	return func(c *kernel.Config) {
-		c.Models = func(spec string) (agent.Provider, error) {
-			if spec == "flood" {
-				return m, nil
-			}
-			return models.Resolve(spec)
-		}
-	}
+func withModel(m *testdisk.Flood) option {
+	return func(c *kernel.Config) { c.Models = m.Models(models.Resolve) }
 }
 
 // takeUntil reads sub until a frame satisfies stop and returns every frame
@@ -225,10 +176,10 @@ func runningOf(t *testing.T, k *kernel.Kernel, id string) bool {
 	return false
 }
 
-// failRun subscribes to s from its head and sends a prompt to m; once the
+// failRun subscribes to s from its head and sends a prompt to m (a flood); once the
 // answer's first text is logged it calls breakDisk and lets the answer
 // flood the store. It returns what the subscriber saw up to the run's end.
-func failRun(t *testing.T, s *kernel.Session, m *floodModel, breakDisk func()) ([]kernel.Frame, string) {
+func failRun(t *testing.T, s *kernel.Session, m *testdisk.Flood, breakDisk func()) ([]kernel.Frame, string) {
 	t.Helper()
 	head := s.Head()
 	sub, err := s.Subscribe(context.Background(), &head)
@@ -242,7 +193,7 @@ func failRun(t *testing.T, s *kernel.Session, m *floodModel, breakDisk func()) (
 	}
 	got := takeUntil(t, sub, func(f kernel.Frame) bool { return f.Type == string(protocol.TypeTextMessageContent) })
 	breakDisk()
-	close(m.gate)
+	m.Release()
 	return append(got, takeUntil(t, sub, terminalOf(res.RunID))...), res.RunID
 }
 
@@ -253,7 +204,7 @@ func failRun(t *testing.T, s *kernel.Session, m *floodModel, breakDisk func()) (
 // failed run's end and runs, with no seq reused.
 func TestStoreFullDisk(t *testing.T) {
 	dir := testdisk.Tmpfs(t, 24<<20)
-	m := newFloodModel()
+	m := testdisk.NewFlood(true)
 	e := openEnv(t, dir, "flood", withModel(m))
 	ctx := context.Background()
 	s := e.session(t)
@@ -349,7 +300,7 @@ func TestStoreFullDisk(t *testing.T) {
 // RUN_ERROR interrupted, and the session works.
 func TestStoreFullDiskRestart(t *testing.T) {
 	dir := testdisk.Tmpfs(t, 24<<20)
-	m := newFloodModel()
+	m := testdisk.NewFlood(true)
 	e := openEnv(t, dir, "flood", withModel(m))
 	ctx := context.Background()
 	s := e.session(t)
@@ -386,7 +337,7 @@ func TestStoreFullDiskRestart(t *testing.T) {
 // the session works.
 func TestStoreReadOnly(t *testing.T) {
 	disk := testdisk.NewExt4(t, 64<<20)
-	m := newFloodModel()
+	m := testdisk.NewFlood(true)
 	e := openEnv(t, disk.Dir, "flood", withModel(m))
 	ctx := context.Background()
 	s := e.session(t)
@@ -407,7 +358,7 @@ func TestStoreReadOnly(t *testing.T) {
 	// Restarted on the disk still read-only, the kernel opens; the run it
 	// cannot close in the log is not running, and a subscriber gets its
 	// end with seq 0 after the log.
-	e = openEnv(t, disk.Dir, "flood", withModel(newFloodModel()))
+	e = openEnv(t, disk.Dir, "flood", withModel(testdisk.NewFlood(true)))
 	if runningOf(t, e.k, s.ID()) {
 		t.Errorf("Sessions() after a restart on a read-only disk says running, want not")
 	}
