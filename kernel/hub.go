@@ -108,16 +108,13 @@ func (h *hub) publish(items []commitItem) {
 			return
 		}
 		frames := make([]Frame, 0, end-start)
-		var states []*commitItem // the items whose frames go out, for their states
 		seen := false
-		for i := range items[start:end] {
-			it := &items[start+i]
+		for _, it := range items[start:end] {
 			if it.seen {
 				seen = true
 				continue
 			}
 			frames = append(frames, it.frame)
-			states = append(states, it)
 		}
 		if seen {
 			// Every subscriber holds these frames from seq 0; they are
@@ -128,13 +125,15 @@ func (h *hub) publish(items []commitItem) {
 		// encoder reads it.
 		before := h.state
 		h.fanOutLocked(frames, func() [][]byte {
-			out := make([][]byte, len(states))
+			out := make([][]byte, 0, len(frames))
 			cur := before
-			for i, it := range states {
+			for _, it := range items[start:end] {
 				if it.state != nil {
 					cur = it.state
 				}
-				out[i] = cur
+				if !it.seen {
+					out = append(out, cur)
+				}
 			}
 			return out
 		})

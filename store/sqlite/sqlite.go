@@ -497,7 +497,7 @@ func (l *Log) room() error {
 // again in a transaction of its own. Neither costs anything while nothing
 // fails.
 func (l *Log) commitAll(reqs []*appendReq) []error {
-	failed := make(map[batchRef]error) // batches left out, with their errors
+	var failed map[batchRef]error // batches left out, with their errors
 	for {
 		errs, culprit, err := l.commitTx(reqs, failed)
 		switch {
@@ -507,6 +507,9 @@ func (l *Log) commitAll(reqs []*appendReq) []error {
 			}
 			return errs
 		case culprit.req >= 0:
+			if failed == nil {
+				failed = make(map[batchRef]error)
+			}
 			failed[culprit] = err
 			continue
 		case len(reqs) == 1:
