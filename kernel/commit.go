@@ -13,29 +13,24 @@ import (
 // it.
 type Frame = store.Frame
 
-// commitItem is one entry of a session's commit queue: a frame to log, a
-// subscription to register, or an action to take once every frame queued
-// before it is published.
+// commitItem is one entry of a session's commit queue: a frame to log, or
+// an action to take once every frame queued before it is published.
 type commitItem struct {
 	frame Frame
 	// state is the shared state document right after frame, when frame
 	// changed it (nil otherwise).
 	state []byte
+	then  func()
 	// seen marks a frame every subscriber already received with seq 0 (the
 	// end of a run whose store failed, logged once the store works again):
 	// it moves the published head without being sent again.
 	seen bool
-	// sub, when set, is registered with the hub here, with initial (its
-	// starting snapshot, which reflects every frame queued before it).
-	sub     *Subscription
-	initial []Frame
-	then    func()
 	// reset ends a failure (committer.reset).
 	reset bool
 }
 
 // action reports whether the item is something to do rather than a frame.
-func (it *commitItem) action() bool { return it.then != nil || it.sub != nil || it.reset }
+func (it *commitItem) action() bool { return it.then != nil || it.reset }
 
 // committer is a session's second goroutine. The actor queues frames here
 // and goes on; the committer takes everything queued while its previous
@@ -106,9 +101,17 @@ func (c *committer) pushWithCost(its []commitItem, d int64) {
 
 // register queues sub's registration with the hub at the current end of the
 // queue: it then receives initial, followed by every frame queued after
-// this point.
+// this point. If a frame queued before it is dropped after a failure,
+// initial (a snapshot) shows that frame, so sub ends instead. The action
+// runs on the committer goroutine.
 func (c *committer) register(sub *Subscription, initial []Frame) {
-	c.push(commitItem{sub: sub, initial: initial})
+	c.push(commitItem{then: func() {
+		if c.tainted && initial != nil {
+			sub.end(ErrResubscribe)
+			return
+		}
+		c.s.hub.add(sub, initial)
+	}})
 }
 
 // flushed returns a channel closed once everything queued so far is
@@ -188,17 +191,12 @@ func (c *committer) commitQueued() {
 }
 
 // drop takes items that will never be appended: frames are dropped and
-// actions run, in order, except that a snapshot registration queued after a
-// dropped frame ends.
+// actions run, in order.
 func (c *committer) drop(items []commitItem) {
 	for _, it := range items {
 		switch {
 		case !it.action():
 			c.tainted = true
-		case it.sub != nil && it.initial != nil && c.tainted:
-			it.sub.end(ErrResubscribe)
-		case it.sub != nil:
-			c.s.hub.add(it.sub, it.initial)
 		case it.then != nil:
 			it.then()
 		}

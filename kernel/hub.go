@@ -151,9 +151,6 @@ func (h *hub) publish(items []commitItem) {
 		flush(i)
 		start = i + 1
 		h.mu.Unlock()
-		if it.sub != nil {
-			h.add(it.sub, it.initial)
-		}
 		if it.then != nil {
 			it.then()
 		}
