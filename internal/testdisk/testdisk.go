@@ -187,7 +187,7 @@ func (e *Ext4) mount() {
 // synced to the image first, so that it survives.
 func (e *Ext4) Fail() {
 	e.t.Helper()
-	syscall.Sync()
+	syncAll()
 	if err := os.WriteFile(e.errTrigger, []byte("orrery test: simulated disk error\n"), 0o200); err != nil {
 		e.t.Fatalf("simulate a disk error: %v", err)
 	}
