@@ -128,15 +128,15 @@ func (s *Session) handleFailure(err error) {
 		s.run = nil
 		lost = append(lost, r)
 	}
-	if rerr := s.reload(context.Background()); rerr != nil {
-		s.stale = true
+	// A run whose terminal event was published needs nothing more.
+	published := s.hub.head()
+	lost = slices.DeleteFunc(lost, func(lr *run) bool { return lr.endSeq != 0 && lr.endSeq <= published })
+	rerr := s.reload(context.Background())
+	if s.stale = rerr != nil; s.stale {
 		s.k.log.Error("reload session after its store failed", "session", s.id, "err", rerr)
 	}
 	// From here on what the actor queues follows what the log holds.
 	s.commits.reset()
-	// A run whose terminal event was published needs nothing more.
-	published := s.hub.head()
-	lost = slices.DeleteFunc(lost, func(lr *run) bool { return lr.endSeq != 0 && lr.endSeq <= published })
 	if !s.stale {
 		s.endingRun = nil
 		for _, lr := range lost {
@@ -239,13 +239,16 @@ func (s *Session) recover() error {
 		"session %s can be written again; writing had failed (%v), and what was not saved then is not in its log", s.id, fault)})
 	runID := s.info.OpenRun
 	var items []commitItem
-	for i, ev := range append(s.ending, &protocol.Custom{Name: NoticeEvent, Value: value}) {
+	for i, ev := range append(slices.Clip(s.ending), &protocol.Custom{Name: NoticeEvent, Value: value}) {
 		if i == len(s.ending) {
 			runID = ""
 		}
 		it, err := s.sequence(runID, ev)
 		if err != nil {
+			// What was sequenced is not queued: the next try starts
+			// again from the log.
 			s.k.log.Error("sequence a frame to retry the store", "session", s.id, "err", err)
+			s.stale = true
 			return &StoreError{Session: s.id, Err: fault}
 		}
 		it.seen = i < len(s.ending) && s.endingSent
