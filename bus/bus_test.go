@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/getorrery/orrery/bus"
+	"github.com/getorrery/orrery/kernel"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 42e6, time.FixedZone("CEST", 2*3600))
@@ -202,4 +203,32 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse(Marshal(%+v)) = %+v, %v; want the same", in, again, err)
 		}
 	})
+}
+
+// TestBridgeEndsOnUnloggedRunError feeds the bridge the end of a run whose
+// store failed, as the kernel delivers it: seq 0, outside the log. The bus
+// run ends with it, as with a logged RUN_ERROR.
+func TestBridgeEndsOnUnloggedRunError(t *testing.T) {
+	var out bytes.Buffer
+	w := bus.NewWriter(&out)
+	br, err := bus.NewBridge(context.Background(), w, nil, nil, bus.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	br.Follow("run-1")
+	frames := []kernel.Frame{
+		{Seq: 7, Type: "TEXT_MESSAGE_CONTENT", Run: "run-1", Data: []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"hi","metadata":{"orrery":{"seq":7}}}`)},
+		{Type: "TEXT_MESSAGE_END", Run: "run-1", Data: []byte(`{"type":"TEXT_MESSAGE_END","messageId":"m","metadata":{"orrery":{"seq":0}}}`)},
+		{Type: "RUN_ERROR", Run: "run-1", Data: []byte(`{"type":"RUN_ERROR","code":"store_failed","message":"this run's output could not be saved: free disk space, then send the prompt again","metadata":{"orrery":{"seq":0}}}`)},
+	}
+	for i, f := range frames {
+		done, code := br.Frame(f)
+		if last := i == len(frames)-1; done != last || last && code != 3 {
+			t.Errorf("Frame(%s) = %v, %d; want done only at the RUN_ERROR, with exit code 3", f.Type, done, code)
+		}
+	}
+	if got := out.String(); !strings.Contains(got, `"kind":"error","code":"crew_failed","message":"this run's output could not be saved`) || !strings.Contains(got, `"kind":"run.finished","success":false,"exitCode":3`) {
+		t.Errorf("bus output:\n%s\nwant an error naming the store failure, then run.finished with exit code 3", got)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/internal/logbuf"
+	"github.com/getorrery/orrery/internal/testdisk"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
@@ -54,12 +55,20 @@ type harness struct {
 	tcp, unix *proxy
 	logs      *logbuf.Buffer
 	hub       *hub.Hub // the server's event hub, kept across restarts
+	// flood, when set, is the kernel's default model (newFloodHarness).
+	flood *testdisk.Flood
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &logbuf.Buffer{}, hub: hub.New()}
+	return newHarnessIn(t, t.TempDir(), nil)
+}
+
+// newHarnessIn starts a harness whose log is in dir; with flood set, that
+// is the kernel's default model.
+func newHarnessIn(t *testing.T, dir string, flood *testdisk.Flood) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: dir, db: filepath.Join(dir, "orrery.db"), logs: &logbuf.Buffer{}, hub: hub.New(), flood: flood}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server logs:\n%s", h.logs.String())
@@ -88,7 +97,11 @@ func (h *harness) start() {
 	if err != nil {
 		t.Fatalf("sqlite.Open() = %v, want nil", err)
 	}
-	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", Tools: tool.Builtins(), DebugActor: true, Logger: log})
+	cfg := kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", Tools: tool.Builtins(), DebugActor: true, Logger: log}
+	if h.flood != nil {
+		cfg.Models, cfg.DefaultModel = h.flood.Models(models.Resolve), "flood"
+	}
+	k := kernel.New(cfg)
 	if err := k.Open(context.Background()); err != nil {
 		st.Close()
 		t.Fatalf("kernel.Open() = %v, want nil", err)

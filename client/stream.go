@@ -139,7 +139,8 @@ type AttachOptions struct {
 // once: a frame whose seq it already returned is dropped, and one that
 // skips a seq makes it resume. After a dropped connection, a slow close
 // (4008) or a server restart it reconnects with backoff and resumes after
-// the last seq it received. Seq-0 snapshots pass through as received.
+// the last seq it received. Seq-0 frames (snapshots, and the end of a run
+// the server could not log) pass through as received.
 // A Stream is read by one goroutine; Close may be called from any.
 type Stream struct {
 	c        *Client
@@ -161,6 +162,11 @@ type Stream struct {
 	closed     bool
 	reconnects int
 	gaps       int
+	// unlogged is set by a seq-0 RUN_ERROR outside a snapshot: the end of a
+	// run the server's store could not log. When the store works again
+	// the server logs those frames and does not send them again, so the
+	// next frame may skip their seqs.
+	unlogged bool
 }
 
 type queued struct {
@@ -326,7 +332,7 @@ func (s *Stream) deliverMeta(from any, data []byte, meta frameMeta) bool {
 		if meta.mergedFrom > 0 && meta.mergedFrom <= meta.seq {
 			first = meta.mergedFrom
 		}
-		if first != s.tail+1 {
+		if first != s.tail+1 && !(s.unlogged && first > s.tail) {
 			s.gaps++
 			s.dropLocked(&GapError{Session: s.session, Last: s.tail, Got: first})
 			return false
@@ -336,8 +342,11 @@ func (s *Stream) deliverMeta(from any, data []byte, meta frameMeta) bool {
 		s.dropLocked(errOverflow)
 		return false
 	}
-	if meta.seq > 0 {
-		s.tail, s.haveTail = meta.seq, true
+	switch {
+	case meta.seq > 0:
+		s.tail, s.haveTail, s.unlogged = meta.seq, true, false
+	case meta.typ == protocol.TypeRunError:
+		s.unlogged = true
 	}
 	s.queue = append(s.queue, queued{data: data, meta: meta})
 	s.signal()

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/getorrery/orrery/store"
@@ -20,13 +21,30 @@ type commitItem struct {
 	// changed it (nil otherwise).
 	state []byte
 	then  func()
+	// seen marks a frame every subscriber already received with seq 0 (the
+	// end of a run whose store failed, logged once the store works again):
+	// it moves the published head without being sent again.
+	seen bool
+	// reset ends a failure (committer.reset).
+	reset bool
 }
+
+// action reports whether the item is something to do rather than a frame.
+func (it *commitItem) action() bool { return it.then != nil || it.reset }
 
 // committer is a session's second goroutine. The actor queues frames here
 // and goes on; the committer takes everything queued while its previous
 // commit was in flight, commits it in one Append, and only then publishes it
 // to the hub. So a frame is never visible before it is durable, and a busy
 // session commits many frames at once without any timer.
+//
+// When an Append fails, the committer reports it to the session and from
+// then on drops every frame queued, unappended and unpublished (their seqs
+// follow the failed ones), up to the reset the actor queues once it knows
+// of the failure. Actions still run in order, but a snapshot registration
+// queued after a dropped frame ends instead (ErrResubscribe), since its
+// snapshot shows that frame. The cost of what was dropped goes with the
+// next Append that succeeds.
 type committer struct {
 	s    *Session
 	wake chan struct{}
@@ -36,16 +54,25 @@ type committer struct {
 	mu    sync.Mutex // guards queue and cost
 	queue []commitItem
 	cost  int64
+
+	// Owned by the committer goroutine.
+	failed  bool  // an Append failed and no reset was reached since
+	tainted bool  // a frame was dropped since the failure
+	carry   int64 // cost dropped, added to the next Append
 }
 
 func newCommitter(s *Session) *committer {
 	return &committer{s: s, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (c *committer) push(it commitItem) {
+func (c *committer) push(its ...commitItem) {
 	c.mu.Lock()
-	c.queue = append(c.queue, it)
+	c.queue = append(c.queue, its...)
 	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *committer) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -59,25 +86,47 @@ func (c *committer) addCost(d int64) {
 	c.mu.Lock()
 	c.cost += d
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.signal()
+}
+
+// pushWithCost queues its and adds d to the cost in one step, so that they
+// go in the same Append.
+func (c *committer) pushWithCost(its []commitItem, d int64) {
+	c.mu.Lock()
+	c.queue = append(c.queue, its...)
+	c.cost += d
+	c.mu.Unlock()
+	c.signal()
 }
 
 // register queues sub's registration with the hub at the current end of the
 // queue: it then receives initial, followed by every frame queued after
-// this point.
+// this point. If a frame queued before it is dropped after a failure,
+// initial (a snapshot) shows that frame, so sub ends instead. The action
+// runs on the committer goroutine.
 func (c *committer) register(sub *Subscription, initial []Frame) {
-	c.push(commitItem{then: func() { c.s.hub.add(sub, initial) }})
+	c.push(commitItem{then: func() {
+		if c.tainted && initial != nil {
+			sub.end(ErrResubscribe)
+			return
+		}
+		c.s.hub.add(sub, initial)
+	}})
 }
 
 // flushed returns a channel closed once everything queued so far is
-// committed and published.
+// committed and published, or dropped after a failure.
 func (c *committer) flushed() <-chan struct{} {
 	ch := make(chan struct{})
 	c.push(commitItem{then: func() { close(ch) }})
 	return ch
+}
+
+// reset queues the end of a failure: frames queued after it are appended
+// again. The actor queues it once it has learnt of the failure and reloaded
+// the session from the log.
+func (c *committer) reset() {
+	c.push(commitItem{reset: true})
 }
 
 func (c *committer) run() {
@@ -85,9 +134,7 @@ func (c *committer) run() {
 	for {
 		select {
 		case <-c.wake:
-			if !c.commitQueued() {
-				return
-			}
+			c.commitQueued()
 		case <-c.stop:
 			c.commitQueued()
 			return
@@ -95,34 +142,63 @@ func (c *committer) run() {
 	}
 }
 
-// commitQueued commits and publishes what is queued. It returns false when
-// the store failed, after which the session is broken.
-func (c *committer) commitQueued() bool {
+// commitQueued commits and publishes what is queued, or, after a failure,
+// drops it up to the reset.
+func (c *committer) commitQueued() {
 	c.mu.Lock()
 	items, cost := c.queue, c.cost
 	c.queue, c.cost = nil, 0
 	c.mu.Unlock()
+	for c.failed {
+		c.carry += cost
+		cost = 0
+		i := slices.IndexFunc(items, func(it commitItem) bool { return it.reset })
+		if i < 0 {
+			c.drop(items)
+			return
+		}
+		c.drop(items[:i])
+		items = items[i+1:]
+		c.failed, c.tainted = false, false
+	}
 	if len(items) == 0 && cost == 0 {
-		return true
+		return
 	}
 	frames := make([]Frame, 0, len(items))
 	for _, it := range items {
-		if it.then == nil {
+		if !it.action() {
 			frames = append(frames, it.frame)
 		}
+	}
+	if len(frames) > 0 {
+		// What a failure dropped goes with the next frames, never alone:
+		// an append of cost only would probe a store the session knows is
+		// failing.
+		cost += c.carry
+		c.carry = 0
 	}
 	if len(frames) > 0 || cost != 0 {
 		err := c.s.k.cfg.Store.Append(context.Background(), store.Batch{Session: c.s.id, Frames: frames, CostDelta: cost})
 		if err != nil {
-			c.s.fail(err)
-			for _, it := range items {
-				if it.then != nil {
-					it.then()
-				}
-			}
-			return false
+			c.failed = true
+			c.carry += cost
+			c.s.storeFailed(err)
+			c.drop(items)
+			return
 		}
 	}
 	c.s.hub.publish(items)
-	return true
+}
+
+// drop takes items that will never be appended: frames are dropped and
+// actions run, in order.
+func (c *committer) drop(items []commitItem) {
+	for _, it := range items {
+		switch {
+		case !it.action():
+			c.tainted = true
+		case it.then != nil:
+			it.then()
+		}
+	}
 }

@@ -86,8 +86,7 @@ func (t *turn) Charge(ctx context.Context, c agent.Charge) error {
 			// call's usage: its terminal event is out, but the session is
 			// still charged for it.
 			cost := t.s.k.cfg.Prices.Cost(c.Provider, c.Model, c.Usage)
-			t.s.commits.addCost(cost)
-			t.s.info.MicroUSD += cost
+			t.s.charge(cost)
 			if cost != 0 {
 				t.s.changed(SessionCost)
 			}

@@ -14,8 +14,12 @@ var (
 	// resumes from the last seq it received.
 	ErrSlow = errors.New("subscriber fell too far behind; resume from the last seq received")
 	// ErrSessionClosed means the session stopped (the kernel is shutting
-	// down, or its store failed).
+	// down).
 	ErrSessionClosed = errors.New("session closed")
+	// ErrResubscribe means the subscription started from a snapshot that
+	// showed frames the store then failed to write: subscribe again for a
+	// snapshot of what the log holds.
+	ErrResubscribe = errors.New("the session's store failed after this subscription's snapshot was taken; subscribe again")
 )
 
 // DefaultQueueFrames bounds a subscriber's queue when Config.QueueFrames is 0.
@@ -32,6 +36,12 @@ type hub struct {
 	// never changed in place, so holding one costs no copy.
 	state  []byte
 	closed error
+	// ended holds, while the session's store fails, the seq-0 frames that
+	// ended the run the log leaves open (its closers and RUN_ERROR). They
+	// were delivered to every subscriber then; one that attaches later gets
+	// them after its backlog. Publishing frames again clears it: the store
+	// works, and the first frames it took were those, logged.
+	ended []Frame
 
 	// now and left, set when the session is made, record when a
 	// subscriber leaves: the session's idle clock starts then.
@@ -53,6 +63,12 @@ func (h *hub) add(sub *Subscription, initial []Frame) {
 		sub.end(h.closed)
 		return
 	}
+	if sub.ended() {
+		// Closed before its registration came round on the committer:
+		// adding it now would keep it (and the session) forever, since
+		// its Close already left the hub.
+		return
+	}
 	if h.subs == nil {
 		h.subs = make(map[*Subscription]struct{})
 	}
@@ -72,18 +88,20 @@ func (h *hub) add(sub *Subscription, initial []Frame) {
 }
 
 // attachAt registers sub at the current published head and returns that
-// head, so the caller can read the log up to it and lose nothing.
-func (h *hub) attachAt(sub *Subscription) (uint64, error) {
+// head, so the caller can read the log up to it and lose nothing, and the
+// seq-0 frames that end the run the log leaves open (hub.ended), which the
+// caller sends after the log.
+func (h *hub) attachAt(sub *Subscription) (uint64, []Frame, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed != nil {
-		return 0, h.closed
+		return 0, nil, h.closed
 	}
 	if h.subs == nil {
 		h.subs = make(map[*Subscription]struct{})
 	}
 	h.subs[sub] = struct{}{}
-	return h.published, nil
+	return h.published, h.ended, nil
 }
 
 // setHead sets the published head and the state right after it, as a load
@@ -110,7 +128,8 @@ func (h *hub) remove(sub *Subscription) {
 }
 
 // publish hands committed frames to every subscriber, running each queued
-// action at its place in the order.
+// action at its place in the order. A frame marked seen moves the head and
+// the state without being sent again.
 func (h *hub) publish(items []commitItem) {
 	h.mu.Lock()
 	start := 0
@@ -119,71 +138,113 @@ func (h *hub) publish(items []commitItem) {
 			return
 		}
 		frames := make([]Frame, 0, end-start)
+		seen := false
 		for _, it := range items[start:end] {
+			if it.seen {
+				seen = true
+				continue
+			}
 			frames = append(frames, it.frame)
+		}
+		if seen {
+			// Every subscriber holds these frames from seq 0; they are
+			// in the log now.
+			h.ended = nil
 		}
 		// The state after each frame, worked out only when a subscriber's
 		// encoder reads it.
 		before := h.state
-		var states [][]byte
-		stateAfter := func() [][]byte {
-			if states == nil {
-				states = make([][]byte, len(frames))
-				cur := before
-				for i, it := range items[start:end] {
-					if it.state != nil {
-						cur = it.state
-					}
-					states[i] = cur
+		h.fanOutLocked(frames, func() [][]byte {
+			out := make([][]byte, 0, len(frames))
+			cur := before
+			for _, it := range items[start:end] {
+				if it.state != nil {
+					cur = it.state
+				}
+				if !it.seen {
+					out = append(out, cur)
 				}
 			}
-			return states
-		}
-		// Each face (dialect, tagged with the session or not) is encoded
-		// once per frame and shared by every subscriber that shows it.
-		var shaped map[face][]Frame
-		for sub := range h.subs {
-			batch := frames
-			if f := sub.face(); f != (face{}) {
-				var ok bool
-				if batch, ok = shaped[f]; !ok {
-					if shaped == nil {
-						shaped = make(map[face][]Frame)
-					}
-					var st [][]byte
-					if wantsState(sub.enc) {
-						st = stateAfter()
-					}
-					batch = sub.shape(frames, st)
-					shaped[f] = batch
-				}
-			}
-			if len(batch) == 0 {
-				continue
-			}
-			if !sub.push(batch...) {
-				delete(h.subs, sub)
-			}
-		}
+			return out
+		})
 		for _, it := range items[start:end] {
 			if it.state != nil {
 				h.state = it.state
 			}
 		}
-		h.published = frames[len(frames)-1].Seq
+		h.published = items[end-1].frame.Seq
 	}
 	for i, it := range items {
-		if it.then == nil {
+		if !it.action() {
 			continue
 		}
 		flush(i)
 		start = i + 1
 		h.mu.Unlock()
-		it.then()
+		if it.then != nil {
+			it.then()
+		}
 		h.mu.Lock()
 	}
 	flush(len(items))
 	h.mu.Unlock()
+}
+
+// fanOutLocked pushes frames to every subscriber, encoding them once per
+// face (dialect, tagged with the session or not) and sharing the bytes
+// among every subscriber that shows it; states gives the state after each
+// frame, for encoders that read it. h.mu is held.
+func (h *hub) fanOutLocked(frames []Frame, states func() [][]byte) {
+	if len(frames) == 0 {
+		return
+	}
+	var after [][]byte
+	var shaped map[face][]Frame
+	for sub := range h.subs {
+		batch := frames
+		if f := sub.face(); f != (face{}) {
+			var ok bool
+			if batch, ok = shaped[f]; !ok {
+				if shaped == nil {
+					shaped = make(map[face][]Frame)
+				}
+				var st [][]byte
+				if wantsState(sub.enc) {
+					if after == nil {
+						after = states()
+					}
+					st = after
+				}
+				batch = sub.shape(frames, st)
+				shaped[f] = batch
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if !sub.push(batch...) {
+			delete(h.subs, sub)
+		}
+	}
+}
+
+// deliver hands every subscriber frames that could not be logged (seq 0),
+// after everything published; with keep, later subscribers get them after
+// their backlog too (hub.ended).
+func (h *hub) deliver(frames []Frame, keep bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if keep {
+		h.ended = frames
+	}
+	state := h.state
+	h.fanOutLocked(frames, func() [][]byte {
+		out := make([][]byte, len(frames))
+		for i := range out {
+			out[i] = state
+		}
+		return out
+	})
 }
 
 // close ends every subscription with err; later subscriptions end at once.
@@ -321,6 +382,13 @@ func (s *Subscription) end(err error) {
 	if notify != nil {
 		notify()
 	}
+}
+
+// ended reports whether the subscription has ended.
+func (s *Subscription) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Ready is signalled when frames are queued.

@@ -416,15 +416,6 @@ func (k *Kernel) Loaded() int {
 	return len(k.sessions)
 }
 
-// forget drops a broken session so that its next use reloads it.
-func (k *Kernel) forget(s *Session) {
-	k.mu.Lock()
-	if k.sessions[s.id] == s {
-		delete(k.sessions, s.id)
-	}
-	k.mu.Unlock()
-}
-
 // Sessions lists every session, newest first.
 func (k *Kernel) Sessions(ctx context.Context) ([]protocol.SessionSummary, error) {
 	infos, err := k.cfg.Store.Sessions(ctx)

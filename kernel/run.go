@@ -28,6 +28,8 @@ type run struct {
 	steers, mark int
 	open         openSet
 	done         chan struct{} // closed when the loop goroutine returns
+	// endSeq is the seq of the run's terminal event, once sequenced.
+	endSeq uint64
 }
 
 // openSet tracks what a run has opened and not yet closed, in the order
@@ -154,20 +156,20 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 	if sub != nil {
 		s.commits.register(sub, nil)
 	}
-	s.run = r
 	r.workspace = s.workspace()
-	s.running.Store(true)
+	s.running.Store(true) // before RUN_STARTED can be published
 	s.runIDs.add(r.id)
-	s.info.OpenRun = r.id
+	// The run is in flight once its start is sequenced: a send refused
+	// here (the store fails) started nothing.
 	if err := s.emit(r.id,
 		&protocol.RunStarted{ThreadID: s.id, RunID: r.id, ProtocolVersion: "1.0", Input: input},
 		&protocol.StateSnapshot{Snapshot: snapshot},
 	); err != nil {
-		s.run = nil
-		s.info.OpenRun = ""
 		s.running.Store(false)
 		return err
 	}
+	s.run = r
+	s.info.OpenRun = r.id
 	s.changed(SessionRunning)
 	if s.info.Title == "" && len(userMsgs) > 0 {
 		s.setTitle(userMsgs[0].Content.String())
@@ -254,16 +256,7 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 	r.cancel()
 	// A call waiting for consent when its run ends gets no answer.
 	s.resolveAllConsent(ConsentCancelled)
-	usage := r.usage.total
-	cost := r.usage.cost(s.k.cfg.Prices)
-	result := protocol.RunResult{
-		MicroUSD:          cost,
-		InputTokens:       usage.InputTokens,
-		OutputTokens:      usage.OutputTokens,
-		CachedInputTokens: usage.CachedInputTokens,
-		ReasoningTokens:   usage.ReasoningTokens,
-	}
-	tokenUsage := r.usage.tokenUsage(r.provider)
+	result, tokenUsage := s.runResult(r)
 	switch t := terminal.(type) {
 	case *protocol.RunFinished:
 		t.Result, _ = json.Marshal(result)
@@ -275,20 +268,39 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 	// The cost is queued and the session marked idle before the terminal
 	// frame, so a client that sees the run end also sees its cost
 	// committed and the session idle.
-	s.commits.addCost(cost)
-	s.info.MicroUSD += cost
+	s.charge(result.MicroUSD)
 	s.running.Store(false)
+	// The run is over before its last frames are sequenced: should the
+	// store fail now, the session ends it (kernel/fault.go), not this.
+	s.run = nil
+	s.info.OpenRun = ""
+	// Until its terminal event is durable, a failure of the store must
+	// still end the run for its clients (kernel/fault.go).
+	published := s.hub.head()
+	s.ended = append(slices.DeleteFunc(s.ended, func(e *run) bool { return e.endSeq != 0 && e.endSeq <= published }), r)
 	evs := append(r.open.closers(), terminal)
 	if err := s.emit(r.id, evs...); err != nil {
 		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
+	} else {
+		r.endSeq = s.head
 	}
-	s.run = nil
-	s.info.OpenRun = ""
-	if cost != 0 {
+	if result.MicroUSD != 0 {
 		s.changed(SessionCost)
 	}
 	s.changed(SessionEnded)
 	s.maybeCheckpoint(true)
+}
+
+// runResult is r's usage and cost as its terminal event reports them.
+func (s *Session) runResult(r *run) (protocol.RunResult, []protocol.TokenUsage) {
+	usage := r.usage.total
+	return protocol.RunResult{
+		MicroUSD:          r.usage.cost(s.k.cfg.Prices),
+		InputTokens:       usage.InputTokens,
+		OutputTokens:      usage.OutputTokens,
+		CachedInputTokens: usage.CachedInputTokens,
+		ReasoningTokens:   usage.ReasoningTokens,
+	}, r.usage.tokenUsage(r.provider)
 }
 
 // cancelRun ends the run in flight as cancelled. Runs on the actor.

@@ -32,8 +32,12 @@ type Session struct {
 	k       *Kernel
 	hub     hub
 	running atomic.Bool
-	broken  atomic.Bool
-	gid     atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
+	// broken is set when an append fails and cleared once one succeeds
+	// again; failed is the failure the committer reported and the actor has
+	// not yet dealt with (kernel/fault.go).
+	broken atomic.Bool
+	failed atomic.Pointer[failure]
+	gid    atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
 
 	// lifeMu guards act and unloaded. do holds it read-locked while it
 	// hands work to the actor, so an unload, which takes it with TryLock,
@@ -83,6 +87,22 @@ type Session struct {
 
 	// extState holds the extensions' shared state keys ("<owner>/<key>").
 	extState map[string]json.RawMessage
+
+	// While the store fails (kernel/fault.go): fault is its error (nil while
+	// the session is writable); ending are the events the log lacks to end
+	// its open run, and endingSent whether subscribers got them with seq 0;
+	// lostCost is cost charged but not yet stored; stale is whether the
+	// reload from the log failed too.
+	fault      error
+	ending     []protocol.Event
+	endingRun  *run // the run ending ends, when it is this process's
+	endingSent bool
+	// ended are the runs ended since their terminal event was last known
+	// durable (kernel/fault.go).
+	ended    []*run
+	lostCost int64
+	stale    bool
+	handling bool // handleFailure is running
 
 	// consenters counts the live subscriptions whose client draws consent.
 	consenters atomic.Int64
@@ -332,41 +352,55 @@ func goroutineID() uint64 {
 
 // emit sequences events: each gets the next seq, changes the session's
 // state, is encoded once and is queued for commit. A state change that does
-// not apply refuses that event and the ones after it. Runs on the actor.
+// not apply refuses that event and the ones after it. While the session's
+// store fails, emit first retries it and refuses the events with a
+// *StoreError if it still fails. Runs on the actor.
 func (s *Session) emit(runID string, events ...protocol.Event) error {
 	s.assertActor()
 	if s.broken.Load() {
-		return ErrSessionClosed
+		if err := s.writable(); err != nil {
+			return err
+		}
 	}
 	for _, ev := range events {
-		protocol.Stamp(ev)
-		h := ev.Header()
-		next, err := s.state.check(ev)
+		it, err := s.sequence(runID, ev)
 		if err != nil {
-			return &RequestError{Msg: err.Error()}
+			return err
 		}
-		h.Timestamp = s.k.now().UnixMilli()
-		h.Orrery().Seq = s.head + 1
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", h.Type, err)
-		}
-		s.head++
-		if next != nil {
-			s.state.doc = next
-		}
-		if h.Type == protocol.TypeStateSnapshot {
-			s.snapshotted = true
-		}
-		s.transcript.apply(ev)
-		s.applyExtension(ev)
-		if s.run != nil {
-			s.run.open.apply(ev)
-		}
-		s.noteFrame(data)
-		s.commits.push(commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}, state: next})
+		s.commits.push(it)
 	}
 	return nil
+}
+
+// sequence gives ev the next seq, applies it to the session and encodes it.
+// Runs on the actor.
+func (s *Session) sequence(runID string, ev protocol.Event) (commitItem, error) {
+	protocol.Stamp(ev)
+	h := ev.Header()
+	next, err := s.state.check(ev)
+	if err != nil {
+		return commitItem{}, &RequestError{Msg: err.Error()}
+	}
+	h.Timestamp = s.k.now().UnixMilli()
+	h.Orrery().Seq = s.head + 1
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return commitItem{}, fmt.Errorf("encode %s: %w", h.Type, err)
+	}
+	s.head++
+	if next != nil {
+		s.state.doc = next
+	}
+	if h.Type == protocol.TypeStateSnapshot {
+		s.snapshotted = true
+	}
+	s.transcript.apply(ev)
+	s.applyExtension(ev)
+	if s.run != nil {
+		s.run.open.apply(ev)
+	}
+	s.noteFrame(data)
+	return commitItem{frame: Frame{Seq: s.head, Type: string(h.Type), Run: runID, Data: data}, state: next}, nil
 }
 
 // encodeSnapshot encodes an event sent outside the session's order (seq 0).
@@ -629,7 +663,7 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 		sub.Close()
 		return nil, err
 	}
-	head, err := s.hub.attachAt(sub)
+	head, ended, err := s.hub.attachAt(sub)
 	if err != nil {
 		return nil, err
 	}
@@ -687,6 +721,7 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 				return err
 			}
 		}
+		shaped := emit
 		var co *coalescer
 		if opts.Coalesce {
 			co = &coalescer{emit: emit}
@@ -711,7 +746,16 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 			at = frames[len(frames)-1].Seq
 		}
 		if co != nil {
-			return co.flush()
+			if err := co.flush(); err != nil {
+				return err
+			}
+		}
+		// The end of a run the store could not log, as every subscriber
+		// attached then received it.
+		for _, f := range ended {
+			if err := shaped(f); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -772,26 +816,6 @@ func (s *Session) interrupt(runID, why string) error {
 	return s.emit(runID, evs...)
 }
 
-// fail marks the session broken after its store failed: subscribers end,
-// the run stops, and the kernel forgets the session so the next use reloads
-// it from what the log holds.
-func (s *Session) fail(err error) {
-	s.k.log.Error("session store failed; reloading it from the log on next use", "session", s.id, "err", err)
-	s.broken.Store(true)
-	s.k.forget(s)
-	s.hub.close(fmt.Errorf("%w: %v", ErrSessionClosed, err))
-	go func() {
-		_ = s.do(context.Background(), func() {
-			if s.run != nil {
-				s.run.cancel()
-				s.run = nil
-				s.running.Store(false)
-			}
-		})
-		s.stopActor()
-	}()
-}
-
 // runningActor returns the running actor, or nil when the session is
 // unloaded.
 func (s *Session) runningActor() *actor {
@@ -819,8 +843,13 @@ func (s *Session) close(ctx context.Context) error {
 	var last *run
 	var stopIdle func() bool
 	err := s.do(context.WithoutCancel(ctx), func() {
-		// Held data updates go out now: nothing accepted is dropped.
-		s.flushAllData()
+		s.takeFailure()
+		if s.fault == nil {
+			// Held data updates go out now: nothing accepted is dropped.
+			// (A broken session keeps its log as it is: a restart closes
+			// the run it left open.)
+			s.flushAllData()
+		}
 		if s.run != nil {
 			s.endRun(s.run, errorTerminal("interrupted", "the server shut down during this run; its output so far is kept: send the prompt again to retry"))
 		}

@@ -34,12 +34,12 @@ func (s *Session) armIdle(a *actor, d time.Duration) {
 	s.idleStop = s.k.cfg.AfterFunc(d, func() { s.post(a, func() { s.idleCheck(a) }) })
 }
 
-// idle reports whether nothing keeps the session loaded: no run, no
-// subscriber, no hold, no question waiting and no data update held back by
+// idle reports whether nothing keeps the session loaded: no run, no store
+// failure waiting to be logged (fault.go), no subscriber, no hold, no question waiting and no data update held back by
 // pacing. Runs on the actor.
 func (s *Session) idle() bool {
 	s.assertActor()
-	if s.run != nil || s.holds.Load() > 0 || len(s.consents) > 0 || len(s.inputs) > 0 || s.hub.subscribers() > 0 {
+	if s.run != nil || s.fault != nil || s.holds.Load() > 0 || len(s.consents) > 0 || len(s.inputs) > 0 || s.hub.subscribers() > 0 {
 		return false
 	}
 	for _, inst := range s.comps {
@@ -232,11 +232,7 @@ func (s *Session) recover(ctx context.Context) error {
 		if s.run != nil || s.info.OpenRun != runID {
 			return
 		}
-		why := "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
-		if s.k.cfg.Interrupted != nil {
-			why = s.k.cfg.Interrupted(s.id)
-		}
-		ierr = s.interrupt(runID, why)
+		ierr = s.interrupt(runID, s.interruptedWhy())
 		flushed = s.commits.flushed()
 	}); err != nil {
 		return fmt.Errorf("recover session %s: %w", s.id, err)
@@ -251,8 +247,36 @@ func (s *Session) recover(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	if s.broken.Load() {
+		// The store refused the run's end: the session serves reads and
+		// ends the run for its clients with seq-0 frames until the store
+		// takes it (fault.go). Those frames are the hub's before the
+		// session is anyone's, so every subscriber gets them.
+		if err := s.do(ctx, func() {
+			s.takeFailure()
+			flushed = s.commits.flushed()
+		}); err != nil {
+			return fmt.Errorf("recover session %s: %w", s.id, err)
+		}
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.k.log.Error("could not close interrupted run: the session's store fails", "session", s.id, "run", runID)
+		return nil
+	}
 	s.k.log.Info("closed interrupted run", "session", s.id, "run", runID)
 	return nil
+}
+
+// interruptedWhy is the message of the RUN_ERROR interrupted that closes a
+// run a stopped process left open.
+func (s *Session) interruptedWhy() string {
+	if s.k.cfg.Interrupted != nil {
+		return s.k.cfg.Interrupted(s.id)
+	}
+	return "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
 }
 
 // clear drops every extension tool.

@@ -359,11 +359,14 @@ func (s *Server) chatKernelError(w http.ResponseWriter, err error) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
 	var damaged *kernel.DamagedError
+	var storeErr *kernel.StoreError
 	switch {
 	case errors.As(err, &busy):
 		writeOAError(w, http.StatusConflict, "", "session_busy", busy.Error())
 	case errors.As(err, &damaged):
 		writeOAError(w, http.StatusConflict, "", "session_damaged", damaged.Error())
+	case errors.As(err, &storeErr):
+		writeOAError(w, http.StatusServiceUnavailable, "", kernel.CodeStoreFailed, storeErr.Error())
 	case errors.As(err, &reqErr):
 		param := ""
 		if strings.Contains(reqErr.Msg, "model") {

@@ -400,11 +400,14 @@ func (s *Server) kernelError(w http.ResponseWriter, err error) {
 	var busy *kernel.BusyError
 	var since *kernel.SinceError
 	var damaged *kernel.DamagedError
+	var storeErr *kernel.StoreError
 	switch {
 	case errors.As(err, &busy):
 		writeError(w, http.StatusConflict, busy.Error())
 	case errors.As(err, &damaged):
 		writeError(w, http.StatusConflict, damaged.Error())
+	case errors.As(err, &storeErr):
+		writeError(w, http.StatusServiceUnavailable, storeErr.Error())
 	case errors.As(err, &reqErr):
 		writeError(w, http.StatusBadRequest, reqErr.Error())
 	case errors.As(err, &since):

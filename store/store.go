@@ -83,7 +83,12 @@ type Log interface {
 	UpdateSession(ctx context.Context, s Session) error
 	// Append logs the batches atomically per batch. Each batch's first seq
 	// must be its session's head+1 and its seqs consecutive, or Append
-	// fails with ErrSeqConflict and writes nothing for that batch.
+	// fails with ErrSeqConflict and writes nothing for that batch. A batch
+	// that fails to write (a conflict, a row another writer took) fails
+	// alone: the other batches are still written. An error that comes from
+	// the disk wraps
+	// syscall.ENOSPC (full), syscall.EROFS or syscall.EACCES (not
+	// writable) or syscall.EIO (failing) where the implementation can tell.
 	Append(ctx context.Context, batches ...Batch) error
 	// Read returns up to limit frames of a session with seq > since, in
 	// order. limit <= 0 means no limit.

@@ -21,11 +21,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/getorrery/orrery/store"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" driver
 )
 
 // Interface guards.
@@ -75,6 +76,13 @@ type Log struct {
 	// single connection.
 	insertStmt, updateStmt *sql.Stmt
 	wg                     sync.WaitGroup
+
+	// full is, after a commit failed on a full disk, how many bytes the
+	// disk must have free before the writer tries SQLite again (SQLite
+	// itself would often take a small append, into the space the failed
+	// commit took in the WAL, and fail again at the next large one); 0
+	// otherwise. Owned by the writer goroutine.
+	full uint64
 
 	mu sync.Mutex // guards sessions
 	// sessions caches sid and head per session id. Heads change only on the
@@ -445,27 +453,111 @@ func (l *Log) writeLoop() {
 }
 
 func (l *Log) commit(reqs []*appendReq) {
-	errs, err := l.commitTx(reqs)
+	var errs []error
+	if err := l.room(); err != nil {
+		errs = make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+	} else {
+		errs = l.commitAll(reqs)
+	}
 	for i, r := range reqs {
-		if err != nil {
-			r.errc <- err
-			continue
+		if errors.Is(errs[i], syscall.ENOSPC) && l.full == 0 {
+			l.full = minFree + 2*size(reqs)
 		}
 		r.errc <- errs[i]
 	}
 }
 
-// commitTx writes every batch of reqs in one transaction and returns each
-// request's own error (a seq conflict skips only that batch), or an error
-// that failed the whole commit.
-func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
-	errs := make([]error, len(reqs))
+// minFree is the least free space the writer waits for after a full disk.
+const minFree = 1 << 20
+
+// size is how many bytes of frames reqs hold.
+func size(reqs []*appendReq) uint64 {
+	var n uint64
+	for _, r := range reqs {
+		for _, b := range r.batches {
+			for _, f := range b.Frames {
+				n += uint64(len(f.Data))
+			}
+		}
+	}
+	return n
+}
+
+// room refuses an append, without trying SQLite, while the disk that
+// filled up has not got back the room l.full asks for.
+func (l *Log) room() error {
+	if l.full == 0 {
+		return nil
+	}
+	free, ok := freeSpace(filepath.Dir(l.path))
+	if !ok || free >= l.full {
+		l.full = 0
+		return nil
+	}
+	return fmt.Errorf("append: %w", &ioError{fmt.Errorf("the disk is still full (%d bytes free where the log is, %d needed)", free, l.full), syscall.ENOSPC})
+}
+
+// commitAll commits reqs in as few transactions as it can and returns each
+// request's own outcome, so that one session's failure never fails another
+// session's append. All go in one transaction. When a batch fails to write
+// (a row another writer holds, say), its request gets the error and the
+// other batches are committed again without it. When the transaction fails
+// as a whole (the disk filled as it committed), each request is committed
+// again in a transaction of its own. Neither costs anything while nothing
+// fails.
+func (l *Log) commitAll(reqs []*appendReq) []error {
+	var failed map[batchRef]error // batches left out, with their errors
+	for {
+		errs, culprit, err := l.commitTx(reqs, failed)
+		switch {
+		case err == nil:
+			for ref, ferr := range failed {
+				errs[ref.req] = errors.Join(errs[ref.req], ferr)
+			}
+			return errs
+		case culprit.req >= 0:
+			if failed == nil {
+				failed = make(map[batchRef]error)
+			}
+			failed[culprit] = err
+			continue
+		case len(reqs) == 1:
+			for _, ferr := range failed {
+				err = errors.Join(err, ferr)
+			}
+			return []error{err}
+		}
+		errs = make([]error, len(reqs))
+		for i, r := range reqs {
+			errs[i] = l.commitAll([]*appendReq{r})[0]
+		}
+		return errs
+	}
+}
+
+// batchRef names batch j of request req.
+type batchRef struct{ req, batch int }
+
+// commitTx writes every batch of reqs but those in skip in one transaction
+// and returns each request's own error (a seq conflict skips only that
+// batch). When writing a batch fails, nothing is committed and culprit
+// names the batch; when the transaction fails otherwise, culprit.req is -1.
+func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error, culprit batchRef, err error) {
+	culprit = batchRef{-1, -1}
+	errs = make([]error, len(reqs))
 	heads := make(map[*sessionRow]uint64)
+	var conflicts []*sessionRow // sessions whose cached head a batch disagreed with
 	l.mu.Lock()
 	rows := make([][]*sessionRow, len(reqs))
 	for i, r := range reqs {
 		rows[i] = make([]*sessionRow, len(r.batches))
 		for j, b := range r.batches {
+			if _, ok := skip[batchRef{i, j}]; ok {
+				continue
+			}
 			row, ok := l.sessions[b.Session]
 			if !ok {
 				errs[i] = errors.Join(errs[i], fmt.Errorf("append to session %s: %w", b.Session, store.ErrUnknownSession))
@@ -478,10 +570,19 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 		}
 	}
 	l.mu.Unlock()
+	defer func() {
+		// A failure may come from a stale cached head (another process
+		// wrote to the file): read the heads again from what is stored.
+		if err != nil && culprit.req >= 0 {
+			conflicts = append(conflicts, rows[culprit.req][culprit.batch])
+		}
+		l.refreshHeads(conflicts)
+	}()
 
 	tx, err := l.writer.Begin()
 	if err != nil {
-		return nil, fmt.Errorf("append: begin: %w", err)
+		l.abandon()
+		return nil, culprit, fmt.Errorf("append: begin: %w", classify(err))
 	}
 	defer tx.Rollback()
 	ins := tx.Stmt(l.insertStmt)
@@ -498,6 +599,7 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 			head := heads[row]
 			if cerr := checkSeqs(b, head); cerr != nil {
 				errs[i] = errors.Join(errs[i], cerr)
+				conflicts = append(conflicts, row)
 				continue
 			}
 			runChanged, openRun := false, ""
@@ -509,7 +611,7 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 					data = []byte{}
 				}
 				if _, err := ins.Exec(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
-					return nil, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, err)
+					return nil, batchRef{i, j}, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
 				}
 				switch f.Type {
 				case "RUN_STARTED":
@@ -522,20 +624,84 @@ func (l *Log) commitTx(reqs []*appendReq) ([]error, error) {
 				head = b.Frames[n-1].Seq
 			}
 			if _, err := upd.Exec(head, b.CostDelta, runChanged, openRun, row.sid); err != nil {
-				return nil, fmt.Errorf("append to session %s: %w", b.Session, err)
+				return nil, batchRef{i, j}, fmt.Errorf("append to session %s: %w", b.Session, classify(err))
 			}
 			heads[row] = head
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("append: commit: %w", err)
+		l.abandon()
+		return nil, culprit, fmt.Errorf("append: commit: %w", classify(err))
 	}
 	l.mu.Lock()
 	for row, h := range heads {
 		row.head = h
 	}
 	l.mu.Unlock()
-	return errs, nil
+	return errs, culprit, nil
+}
+
+// abandon makes sure the writer's connection is not left inside a
+// transaction after a failed begin or commit: on a full disk or an I/O
+// error SQLite may keep the transaction open, and every later BEGIN would
+// then fail even once the disk has room again.
+func (l *Log) abandon() {
+	_, _ = l.writer.Exec(`ROLLBACK`) // "no transaction is active" is the usual answer
+}
+
+// refreshHeads reads the heads of rows again from the frames stored. Runs
+// on the writer goroutine.
+func (l *Log) refreshHeads(rows []*sessionRow) {
+	for _, row := range rows {
+		var head uint64
+		if err := l.writer.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM frames WHERE sid = ?`, row.sid).Scan(&head); err != nil {
+			continue // the cache stays as it was; the next failure tries again
+		}
+		l.mu.Lock()
+		row.head = head
+		l.mu.Unlock()
+	}
+}
+
+// SQLite's primary result codes that name what went wrong on the disk.
+const (
+	codePerm     = 3
+	codeReadOnly = 8
+	codeIOErr    = 10
+	codeFull     = 13
+	codeCantOpen = 14
+)
+
+// ioError is an SQLite error that also wraps the system error it stands
+// for, so that a caller tells a full disk (syscall.ENOSPC) or a database
+// it may not write (syscall.EROFS, syscall.EACCES) from other failures
+// with errors.Is, without knowing SQLite.
+type ioError struct {
+	err   error
+	errno syscall.Errno
+}
+
+func (e *ioError) Error() string   { return e.err.Error() }
+func (e *ioError) Unwrap() []error { return []error{e.err, e.errno} }
+
+// classify wraps err in an ioError when SQLite says the disk is full,
+// read-only, not permitted or failing.
+func classify(err error) error {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case codeFull:
+		return &ioError{err, syscall.ENOSPC}
+	case codeReadOnly:
+		return &ioError{err, syscall.EROFS}
+	case codePerm, codeCantOpen:
+		return &ioError{err, syscall.EACCES}
+	case codeIOErr:
+		return &ioError{err, syscall.EIO}
+	}
+	return err
 }
 
 func checkSeqs(b store.Batch, head uint64) error {

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,5 +89,88 @@ func TestOpenFails(t *testing.T) {
 			l.Close()
 			t.Errorf("Open(%q) = nil error, want an error", path)
 		}
+	}
+}
+
+// TestGroupCommitFailure checks that when one session's batch fails inside
+// a group commit (here a seq a second writer of the same file took first),
+// only that session's append fails: the other session's batch, committed
+// together with it, lands, and the failed session can go on from the head
+// the file holds.
+func TestGroupCommitFailure(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "orrery.db")
+	l, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	frame := func(seq uint64, data string) store.Frame {
+		return store.Frame{Seq: seq, Type: "CUSTOM", Data: []byte(data)}
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := l.CreateSession(ctx, store.Session{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(ctx, store.Batch{Session: id, Frames: []store.Frame{frame(1, `{"n":1}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second writer appends a's seq 2 behind l's back.
+	other, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(2, `{"by":"other"}`)}}); err != nil {
+		t.Fatalf("other.Append(a, 2) = %v, want nil", err)
+	}
+	other.Close()
+
+	errs := l.CommitTogether(
+		[]store.Batch{{Session: "a", Frames: []store.Frame{frame(2, `{"by":"l"}`)}}},
+		[]store.Batch{{Session: "b", Frames: []store.Frame{frame(2, `{"n":2}`), frame(3, `{"n":3}`)}, CostDelta: 5}},
+	)
+	if errs[0] == nil {
+		t.Errorf("CommitTogether() a = nil, want the failure of a seq another writer holds")
+	}
+	if errs[1] != nil {
+		t.Errorf("CommitTogether() b = %v, want nil: a's failure must not fail b", errs[1])
+	}
+	b, err := l.Read(ctx, "b", 0, 0)
+	if err != nil || len(b) != 3 || string(b[2].Data) != `{"n":3}` {
+		t.Errorf("Read(b) = %v, %v, want seqs 1..3", b, err)
+	}
+	if s, err := l.Session(ctx, "b"); err != nil || s.Head != 3 || s.MicroUSD != 5 {
+		t.Errorf("Session(b) = %+v, %v, want head 3 and micro_usd 5", s, err)
+	}
+	a, err := l.Read(ctx, "a", 0, 0)
+	if err != nil || len(a) != 2 || string(a[1].Data) != `{"by":"other"}` {
+		t.Errorf("Read(a) = %v, %v, want seq 2 as the other writer wrote it", a, err)
+	}
+	// The failure taught l a's stored head: seq 2 is a conflict, seq 3 goes on.
+	if err := l.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(2, `{"by":"l"}`)}}); !errors.Is(err, store.ErrSeqConflict) {
+		t.Errorf("Append(a, 2) = %v, want ErrSeqConflict", err)
+	}
+	if err := l.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(3, `{"by":"l"}`)}}); err != nil {
+		t.Errorf("Append(a, 3) = %v, want nil", err)
+	}
+
+	// Within one Append, too, each batch stands alone.
+	other, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append(ctx, store.Batch{Session: "a", Frames: []store.Frame{frame(4, `{"by":"other"}`)}}); err != nil {
+		t.Fatalf("other.Append(a, 4) = %v, want nil", err)
+	}
+	other.Close()
+	err = l.Append(ctx,
+		store.Batch{Session: "a", Frames: []store.Frame{frame(4, `{"by":"l"}`)}},
+		store.Batch{Session: "b", Frames: []store.Frame{frame(4, `{"n":4}`)}})
+	if err == nil {
+		t.Errorf("Append(a 4, b 4) = nil, want a's failure")
+	}
+	if s, err := l.Session(ctx, "b"); err != nil || s.Head != 4 {
+		t.Errorf("Session(b) = %+v, %v, want head 4: b's batch stands alone", s, err)
 	}
 }
