@@ -42,19 +42,21 @@ func BenchmarkIngest(b *testing.B) {
 	for _, sessions := range []int{1, 500} {
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
 			per := total / sessions
-			var rate float64
+			var rate, cores float64
 			for range b.N {
-				rate = ingest(b, sessions, per)
+				rate, cores = ingest(b, sessions, per)
 			}
 			b.ReportMetric(rate, "frames/s")
+			b.ReportMetric(cores, "cores")
 		})
 	}
 }
 
 // ingest runs one run of per deltas in each of n new sessions at once on a
 // fresh kernel and store, and returns the frames per second from the first
-// send to the last terminal frame published.
-func ingest(b *testing.B, n, per int) float64 {
+// send to the last terminal frame published, and the cores the process
+// kept busy meanwhile (CPU time over that time).
+func ingest(b *testing.B, n, per int) (rate, cores float64) {
 	b.StopTimer()
 	st, err := sqlite.Open(filepath.Join(b.TempDir(), "orrery.db"))
 	if err != nil {
@@ -84,6 +86,7 @@ func ingest(b *testing.B, n, per int) float64 {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	b.StartTimer()
+	cpu0 := cpuTime()
 	t0 := time.Now()
 	for i, s := range sessions {
 		wg.Go(func() {
@@ -110,6 +113,7 @@ func ingest(b *testing.B, n, per int) float64 {
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(t0)
+	cpu := cpuTime() - cpu0
 	sum := 0
 	for _, f := range frames {
 		sum += f
@@ -117,7 +121,8 @@ func ingest(b *testing.B, n, per int) float64 {
 	if sum < n*per {
 		b.StartTimer()
 		b.Fatalf("published %d frames, want at least %d", sum, n*per)
+		return 0, 0
 	}
 	b.StopTimer()
-	return float64(sum) / elapsed.Seconds()
+	return float64(sum) / elapsed.Seconds(), cpu.Seconds() / elapsed.Seconds()
 }

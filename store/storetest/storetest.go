@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T, dir string) store.Log) {
 		{"CloseWhileAppending", testCloseWhileAppending},
 		{"Check", testCheck},
 		{"Checkpoint", testCheckpoint},
+		{"WritesAmongAppends", testWritesAmongAppends},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -987,5 +988,71 @@ func testCheckpoint(t *testing.T, s *suite) {
 	}
 	if got, err := cp.LoadCheckpoint(ctx, "b"); err != nil || got.Head != 0 || string(got.Data) != "empty" {
 		t.Errorf("LoadCheckpoint(%q) after reopen = %d %q %v, want 0 %q", "b", got.Head, got.Data, err, "empty")
+	}
+}
+
+// testWritesAmongAppends has checkpoints and session updates, some of them
+// refused, race appends to other sessions: a store may put them in one
+// commit, and a refusal is its own request's only.
+func testWritesAmongAppends(t *testing.T, s *suite) {
+	l := s.newLog(t)
+	ctx := t.Context()
+	cp, _ := l.(store.Checkpointer)
+	const writers, each = 4, 50
+	ids := make([]string, writers)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("w%d", i)
+	}
+	mustCreate(t, l, append(ids, "c")...)
+	mustAppend(t, l, store.Batch{Session: "c", Frames: frames("c", 1, 2)})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each*4)
+	for _, id := range ids {
+		wg.Go(func() {
+			for seq := uint64(1); seq <= each; seq++ {
+				if err := l.Append(ctx, store.Batch{Session: id, Frames: []store.Frame{frame(id, seq)}}); err != nil {
+					errs <- fmt.Errorf("Append(%s seq %d) = %v, want nil", id, seq, err)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range each {
+			if err := l.UpdateSession(ctx, store.Session{ID: "nope", Title: "t"}); !errors.Is(err, store.ErrUnknownSession) {
+				errs <- fmt.Errorf("UpdateSession(nope) = %v, want %v", err, store.ErrUnknownSession)
+			}
+			title := fmt.Sprintf("title %d", i)
+			if err := l.UpdateSession(ctx, store.Session{ID: "c", Title: title}); err != nil {
+				errs <- fmt.Errorf("UpdateSession(c, %q) = %v, want nil", title, err)
+			}
+			if cp == nil {
+				continue
+			}
+			if err := cp.SaveCheckpoint(ctx, "c", store.Checkpoint{Head: 3, Data: []byte("ahead")}); !errors.Is(err, store.ErrCheckpointAhead) {
+				errs <- fmt.Errorf("SaveCheckpoint(c, head 3) of a 2-frame log = %v, want %v", err, store.ErrCheckpointAhead)
+			}
+			if err := cp.SaveCheckpoint(ctx, "c", store.Checkpoint{Head: 2, Data: []byte(title)}); err != nil {
+				errs <- fmt.Errorf("SaveCheckpoint(c, head 2) = %v, want nil", err)
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, id := range ids {
+		if got := mustSession(t, l, id); got.Head != each {
+			t.Errorf("Session(%s).Head = %d, want %d", id, got.Head, each)
+		}
+	}
+	want := fmt.Sprintf("title %d", each-1)
+	if got := mustSession(t, l, "c"); got.Title != want || got.Head != 2 {
+		t.Errorf("Session(c) = title %q head %d, want %q head 2", got.Title, got.Head, want)
+	}
+	if cp != nil {
+		if got, err := cp.LoadCheckpoint(ctx, "c"); err != nil || string(got.Data) != want {
+			t.Errorf("LoadCheckpoint(c) = %q, %v, want %q", got.Data, err, want)
+		}
 	}
 }
