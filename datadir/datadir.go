@@ -108,9 +108,11 @@ type Lock struct {
 	dir string
 	fl  *flock.Flock
 
-	mu     sync.Mutex // guards owner and closed
+	mu     sync.Mutex // guards owner, ownerErr and closed
 	owner  Owner
 	closed bool
+	// ownerErr is why the owner file could not be written, or nil.
+	ownerErr error
 }
 
 // Acquire takes dir's lock without waiting, creating dir (0700) and the
@@ -118,6 +120,13 @@ type Lock struct {
 // with o.PID set to this process and o.Started to now when zero. When
 // another process (or another Lock in this one) holds dir, it returns a
 // *HeldError naming the holder as far as its owner file tells.
+//
+// An owner file that cannot be written (the disk is full, say) does not
+// keep the lock from this process: the lock is what holds the dir, and a
+// process on a full disk must still be able to read its log. Any older
+// owner file is removed instead, so that it describes nobody; OwnerErr
+// says why, and the others see the dir held by a holder that has not said
+// who it is yet.
 func Acquire(dir string, o Owner) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the data dir %s: %w", dir, err)
@@ -136,10 +145,23 @@ func Acquire(dir string, o Owner) (*Lock, error) {
 	}
 	l := &Lock{dir: dir, fl: fl, owner: o}
 	if err := writeOwner(dir, o); err != nil {
-		_ = fl.Unlock()
-		return nil, err
+		l.ownerErr = err
+		if rerr := os.Remove(filepath.Join(dir, OwnerFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			// A file that describes another process, and cannot go:
+			// holding the dir under it would misname the holder.
+			_ = fl.Unlock()
+			return nil, errors.Join(err, fmt.Errorf("remove the old owner file of %s: %w", dir, rerr))
+		}
 	}
 	return l, nil
+}
+
+// OwnerErr is why the owner file could not be written when the lock was
+// taken or last updated, or nil once it was.
+func (l *Lock) OwnerErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ownerErr
 }
 
 // heldError describes dir's holder from its owner file.
@@ -173,9 +195,10 @@ func (l *Lock) Update(f func(*Owner)) error {
 	f(&o)
 	o.PID, o.Started = l.owner.PID, l.owner.Started
 	if err := writeOwner(l.dir, o); err != nil {
+		l.ownerErr = err
 		return err
 	}
-	l.owner = o
+	l.owner, l.ownerErr = o, nil
 	return nil
 }
 

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/getorrery/orrery/datadir"
+	"github.com/getorrery/orrery/internal/testdisk"
 )
 
 // helperEnv names the data dir a helper process (TestHelperProcess) works
@@ -240,5 +242,59 @@ func TestHeldErrorStaleOwner(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "has not said who it is") {
 		t.Errorf("HeldError = %q, want it to say the holder is unknown", err)
+	}
+}
+
+// TestAcquireFullDisk: on a full disk the owner file cannot be written,
+// yet the dir is taken (a command must still read its log there); an
+// owner file a dead holder left is removed rather than left to misname
+// the holder, a second Acquire sees the dir held by nobody named, and an
+// Update once there is room writes the file.
+func TestAcquireFullDisk(t *testing.T) {
+	dir := filepath.Join(testdisk.Tmpfs(t, 4<<20), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A dead holder's file, as a process killed with SIGKILL leaves it.
+	stale, err := json.Marshal(datadir.Owner{PID: 1 << 30, Command: "orrery serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, datadir.OwnerFile), stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Create(filepath.Join(dir, datadir.LockFile)); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	fill := testdisk.Fill(t, dir)
+
+	l, err := datadir.Acquire(dir, datadir.Owner{Command: "orrery sessions"})
+	if err != nil {
+		t.Fatalf("Acquire() on a full disk = %v, want the dir", err)
+	}
+	defer l.Close()
+	if err := l.OwnerErr(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("OwnerErr() = %v, want ENOSPC", err)
+	}
+	if o, err := datadir.ReadOwner(dir); err != nil || o != nil {
+		t.Errorf("ReadOwner() = %+v, %v: want no owner file, not the dead holder's", o, err)
+	}
+	_, err = datadir.Acquire(dir, datadir.Owner{Command: "second"})
+	var held *datadir.HeldError
+	if !errors.As(err, &held) || held.Owner != nil {
+		t.Fatalf("a second Acquire() = %v, want a *HeldError with no owner", err)
+	}
+
+	fill.Free()
+	if err := l.Update(func(o *datadir.Owner) { o.Pipe = datadir.PipePath(dir) }); err != nil {
+		t.Fatalf("Update() with room again = %v, want nil", err)
+	}
+	if err := l.OwnerErr(); err != nil {
+		t.Errorf("OwnerErr() after a good Update = %v, want nil", err)
+	}
+	if o, err := datadir.ReadOwner(dir); err != nil || o == nil || o.PID != os.Getpid() || o.Command != "orrery sessions" {
+		t.Errorf("ReadOwner() after the Update = %+v, %v, want this process, orrery sessions", o, err)
 	}
 }

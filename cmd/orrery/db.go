@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/getorrery/orrery"
@@ -392,6 +393,9 @@ func (c *dbCmd) backup(ctx context.Context, path, dest string) error {
 func storeOpenError(cfg config.Config, err error) error {
 	if errors.Is(err, store.ErrDamaged) {
 		return fmt.Errorf("the session log %s is damaged (%w): run `orrery db check` to see what is lost, then restore it from a backup or run `orrery db repair`", cfg.DBPath(), err)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("open the data dir %s: %w: free disk space there, then run the command again (or choose another data dir with --data or ORRERY_DATA)", cfg.Store.Data, err)
 	}
 	return fmt.Errorf("open the data dir %s: %w (choose another with --data or ORRERY_DATA)", cfg.Store.Data, err)
 }

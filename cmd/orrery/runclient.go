@@ -178,6 +178,18 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 			return fmt.Errorf("the session stopped before the run ended: %v", err)
 		}
 		if f.Seq == 0 {
+			// Seq 0 is a snapshot, or the end of a run whose store failed,
+			// sent because it could not be logged: the closers, then
+			// RUN_ERROR store_failed. That end is this run's while no
+			// other run is seen in flight (its RUN_STARTED may not have
+			// reached the log either).
+			if !f.Type.Terminal() || current != "" && current != runID {
+				continue
+			}
+			done, err := c.frame(out, text, kernel.Frame{Type: string(f.Type), Run: runID, Data: f.Logged()}, runID)
+			if err != nil || done {
+				return err
+			}
 			continue
 		}
 		if rs, ok := f.Event.(*protocol.RunStarted); ok {

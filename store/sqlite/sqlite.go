@@ -209,7 +209,7 @@ func openDB(path string, conns int) (*sql.DB, error) {
 	db.SetConnMaxLifetime(0)
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, damaged(err))
+		return nil, fmt.Errorf("open %s: %w", path, openFailure(path, err))
 	}
 	return db, nil
 }
@@ -697,6 +697,17 @@ func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error
 	}
 	l.mu.Unlock()
 	return errs, culprit, nil
+}
+
+// openFailure is why the database at path did not open: a full disk when
+// there is next to no room where it is (SQLite, to open a log in WAL
+// mode, must make and size its -shm and -wal files, and says only "disk
+// I/O error"), damage when SQLite says so, err as it is otherwise.
+func openFailure(path string, err error) error {
+	if free, ok := freeSpace(filepath.Dir(path)); ok && free < minFree {
+		return &ioError{fmt.Errorf("%w (the disk is full: %d bytes free where the log is)", err, free), syscall.ENOSPC}
+	}
+	return damaged(err)
 }
 
 // abandon makes sure the writer's connection is not left inside a

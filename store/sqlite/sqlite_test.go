@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/getorrery/orrery/internal/testdisk"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/store/storetest"
@@ -172,5 +175,42 @@ func TestGroupCommitFailure(t *testing.T) {
 	}
 	if s, err := l.Session(ctx, "b"); err != nil || s.Head != 4 {
 		t.Errorf("Session(b) = %+v, %v, want head 4: b's batch stands alone", s, err)
+	}
+}
+
+// TestOpenFullDisk: a log closed cleanly (its -wal and -shm files gone)
+// does not open on a full disk, since SQLite must make them; the error
+// says the disk is full, as ENOSPC, not only "disk I/O error".
+func TestOpenFullDisk(t *testing.T) {
+	dir := testdisk.Tmpfs(t, 4<<20)
+	path := filepath.Join(dir, "orrery.db")
+	l, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CreateSession(t.Context(), store.Session{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fill := testdisk.Fill(t, dir)
+	l, err = sqlite.Open(path)
+	if err == nil {
+		// A file system that kept room for SQLite's files: nothing to see.
+		l.Close()
+		t.Skip("the log opened on the full disk")
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "the disk is full") {
+		t.Errorf("Open() on a full disk = %v, want ENOSPC saying the disk is full", err)
+	}
+	fill.Free()
+	l, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatalf("Open() with room again = %v, want nil", err)
+	}
+	defer l.Close()
+	if _, err := l.Session(t.Context(), "s"); err != nil {
+		t.Errorf("Session(s) after the disk had room again = %v, want the session", err)
 	}
 }
