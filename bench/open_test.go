@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/internal/fakeclock"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/store/sqlite"
@@ -172,64 +172,6 @@ func BenchmarkOpen(b *testing.B) {
 	}
 }
 
-// benchClock is a clock the benchmark moves by hand.
-type benchClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*benchTimer
-}
-
-type benchTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (c *benchClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *benchClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &benchTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock by d and runs the timers that came due.
-func (c *benchClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*benchTimer
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		switch {
-		case t.stopped:
-		case !t.at.After(c.now):
-			t.stopped = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	clear(c.timers[len(keep):])
-	c.timers = keep
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
-
 // heapInuse is the heap in use after two collections, once the cleanups
 // they queue have run.
 func heapInuse() uint64 {
@@ -265,7 +207,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				clock := &benchClock{now: time.Unix(1_800_000_000, 0)}
+				clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 				var unloaded atomic.Int64
 				cfg := kernel.Config{Store: st, Logger: quiet, Now: clock.Now, AfterFunc: clock.AfterFunc,
 					Models: func(string) (agent.Provider, error) { return &feed{}, nil }, DefaultModel: "bench",

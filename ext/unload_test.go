@@ -2,63 +2,13 @@ package ext_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/getorrery/orrery/ext"
+	"github.com/getorrery/orrery/internal/fakeclock"
 	"github.com/getorrery/orrery/kernel"
 )
-
-// manualClock is a clock the test moves by hand, for the kernel's idle
-// check.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*manualTimer
-	for _, t := range c.timers {
-		if !t.stopped && !t.at.After(c.now) {
-			t.stopped = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
 
 // TestRunningExtensionKeepsSession: a session whose extension process runs
 // stays loaded however long it is quiet; once the process is gone the
@@ -66,7 +16,7 @@ func (c *manualClock) Advance(d time.Duration) {
 // and starts them again.
 func TestRunningExtensionKeepsSession(t *testing.T) {
 	const idle = 10 * time.Minute
-	clock := &manualClock{now: time.Unix(1_800_000_000, 0)}
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	unloaded := make(chan string, 16)
 	w := newWorld(t, "offline", ext.Config{Extensions: []*ext.Manifest{rogue(t, "plain", "")}}, func(c *kernel.Config) {
 		c.Now, c.AfterFunc, c.IdleUnload = clock.Now, clock.AfterFunc, idle

@@ -11,6 +11,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/internal/fakeclock"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -23,7 +24,7 @@ type unloads struct {
 	ch               chan string
 }
 
-func withIdle(c *fakeClock, u *unloads) option {
+func withIdle(c *fakeclock.Clock, u *unloads) option {
 	return func(cfg *kernel.Config) {
 		withClock(c)(cfg)
 		cfg.IdleUnload = idle
@@ -40,7 +41,7 @@ func newUnloads() *unloads { return &unloads{ch: make(chan string, 1024)} }
 // wait waits for the unload of id, moving c on by idle_unload while it
 // has not come: a request that raced the idle check put it off by one
 // more spell.
-func (u *unloads) wait(t *testing.T, c *fakeClock, id string) {
+func (u *unloads) wait(t *testing.T, c *fakeclock.Clock, id string) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {

@@ -5,72 +5,23 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/internal/fakeclock"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store/sqlite"
 	"github.com/getorrery/orrery/tool"
 )
 
-// handClock is a clock the test moves by hand, for the kernel's idle check.
-type handClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*handTimer
-}
-
-type handTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (c *handClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *handClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &handTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-func (c *handClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*handTimer
-	for _, t := range c.timers {
-		if !t.stopped && !t.at.After(c.now) {
-			t.stopped = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
-
 // TestSSEResumeAcrossUnload: an SSE client that reconnects with since=N
 // after its session was unloaded (idle_unload) gets every later frame once,
 // with no gap and no duplicate, while the session loads again.
 func TestSSEResumeAcrossUnload(t *testing.T) {
 	const idle = 10 * time.Minute
-	clock := &handClock{now: time.Unix(1_800_000_000, 0)}
+	clock := fakeclock.New(time.Unix(1_800_000_000, 0))
 	unloaded := make(chan string, 16)
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
 	if err != nil {
