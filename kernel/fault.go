@@ -185,7 +185,7 @@ func (s *Session) endingEvents(err error) []protocol.Event {
 	if s.endingRun != nil {
 		terminal = s.failedTerminal(s.endingRun, err)
 	} else {
-		terminal = errorTerminal("interrupted", "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry")
+		terminal = errorTerminal("interrupted", s.interruptedWhy())
 		terminal.Orrery().Result = &protocol.RunResult{}
 	}
 	return append(s.orphan.closers(), terminal)

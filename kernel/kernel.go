@@ -97,8 +97,9 @@ type Config struct {
 	// target instead.
 	Opener Opener
 	// Interrupted, when set, is the message of the RUN_ERROR interrupted
-	// that Open closes a session's run in flight with (orrery db repair
-	// says the log was cut back); nil says the server stopped during it.
+	// that the recover step closes a session's run left open with (orrery
+	// db repair says the log was cut back); nil, or "" for a session, says
+	// the server stopped during it.
 	Interrupted func(session string) string
 	// StoreCheck says how Open checks the store for damage when it is a
 	// store.Checker; the zero value checks what is cheap before Open

@@ -227,41 +227,23 @@ func (s *Session) recover(ctx context.Context) error {
 		return nil
 	}
 	var ierr error
-	var flushed <-chan struct{}
-	if err := s.do(ctx, func() {
-		if s.run != nil || s.info.OpenRun != runID {
-			return
+	if err := s.doCommitted(ctx, func() {
+		if s.run == nil && s.info.OpenRun == runID {
+			ierr = s.interrupt(runID, s.interruptedWhy())
 		}
-		ierr = s.interrupt(runID, s.interruptedWhy())
-		flushed = s.commits.flushed()
 	}); err != nil {
 		return fmt.Errorf("recover session %s: %w", s.id, err)
 	}
 	if ierr != nil {
 		return fmt.Errorf("recover session %s: %w", s.id, ierr)
 	}
-	if flushed != nil {
-		select {
-		case <-flushed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	if s.broken.Load() {
 		// The store refused the run's end: the session serves reads and
 		// ends the run for its clients with seq-0 frames until the store
 		// takes it (fault.go). Those frames are the hub's before the
 		// session is anyone's, so every subscriber gets them.
-		if err := s.do(ctx, func() {
-			s.takeFailure()
-			flushed = s.commits.flushed()
-		}); err != nil {
+		if err := s.doCommitted(ctx, func() { s.takeFailure() }); err != nil {
 			return fmt.Errorf("recover session %s: %w", s.id, err)
-		}
-		select {
-		case <-flushed:
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 		s.k.log.Error("could not close interrupted run: the session's store fails", "session", s.id, "run", runID)
 		return nil
@@ -270,11 +252,29 @@ func (s *Session) recover(ctx context.Context) error {
 	return nil
 }
 
+// doCommitted runs fn on the actor, then waits until everything queued up
+// to its end is committed and published (or dropped after a store
+// failure).
+func (s *Session) doCommitted(ctx context.Context, fn func()) error {
+	var flushed <-chan struct{}
+	if err := s.do(ctx, func() { fn(); flushed = s.commits.flushed() }); err != nil {
+		return err
+	}
+	select {
+	case <-flushed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // interruptedWhy is the message of the RUN_ERROR interrupted that closes a
 // run a stopped process left open.
 func (s *Session) interruptedWhy() string {
 	if s.k.cfg.Interrupted != nil {
-		return s.k.cfg.Interrupted(s.id)
+		if why := s.k.cfg.Interrupted(s.id); why != "" {
+			return why
+		}
 	}
 	return "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
 }

@@ -333,7 +333,7 @@ func closeRepairedRuns(ctx context.Context, path string, rep store.RepairReport)
 			if cut[session] {
 				return "this run's log was damaged after here and orrery db repair cut it back; its output up to here is kept: send the prompt again to retry"
 			}
-			return "the server stopped while this run was in flight; its output up to here is kept: send the prompt again to retry"
+			return "" // the kernel's own
 		},
 	})
 	if err := k.Open(ctx); err != nil {
