@@ -42,6 +42,7 @@ func TestBinary(t *testing.T) {
 	t.Run("ClientsOfServe", func(t *testing.T) { t.Parallel(); testClientsOfServe(t, bin) })
 	t.Run("RunHolds", func(t *testing.T) { t.Parallel(); testRunHolds(t, bin) })
 	t.Run("RunWaits", func(t *testing.T) { t.Parallel(); testRunWaits(t, bin) })
+	t.Run("ClientFullDisk", func(t *testing.T) { t.Parallel(); testClientFullDisk(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

@@ -20,6 +20,7 @@ import (
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/internal/logbuf"
+	"github.com/getorrery/orrery/internal/testdisk"
 	"github.com/getorrery/orrery/protocol"
 )
 
@@ -593,4 +594,52 @@ func orreryIn(t *testing.T, bin string, env []string, dir string, args ...string
 		t.Fatalf("orrery %q: %v", args, err)
 	}
 	return r
+}
+
+// testClientFullDisk: orrery serve holds a data dir on a small tmpfs that
+// fills up. An orrery run that is its client, whose run cannot be logged,
+// ends with the run's seq-0 RUN_ERROR store_failed (exit 3, saying to free
+// space) rather than waiting forever; the next one is refused naming the
+// fix (exit 1); orrery sessions still lists the session; once there is
+// room the session runs again.
+func testClientFullDisk(t *testing.T, bin string) {
+	env := environ(t)
+	mnt := testdisk.Tmpfs(t, 8<<20)
+	data := filepath.Join(mnt, "data")
+	ws := t.TempDir()
+	serveIn(t, bin, env, ws, "--data", data, "--model", "offline")
+	waitOwner(t, data)
+	run := func(args ...string) result {
+		t.Helper()
+		return orreryIn(t, bin, env, ws, append([]string{"run", "--data", data}, args...)...)
+	}
+	if r := run("-p", "hello"); r.code != 0 {
+		t.Fatalf("orrery run -p hello = %d, stderr %q; want 0", r.code, r.stderr)
+	}
+	list, err := dialPipe(t, data).Sessions(context.Background())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("Sessions() = %v, %v; want the one session", list, err)
+	}
+	id := list[0].ID
+
+	fill := testdisk.Fill(t, mnt)
+	fill.Leave(40 << 10)
+	big := strings.Repeat("word ", 20_000) // 100 KB: its commit cannot fit
+	r := run("--session", id, "-p", big)
+	if r.code != 3 || !strings.Contains(r.stderr, "store_failed") || !strings.Contains(r.stderr, "free disk space") {
+		t.Errorf("orrery run on a full disk = %d, stderr %q; want 3 (the run failed), store_failed and the fix", r.code, r.stderr)
+	}
+	r = run("--session", id, "-p", "again")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot be written") || !strings.Contains(r.stderr, "free disk space") {
+		t.Errorf("orrery run after the failure = %d, stderr %q; want 1, refused naming the fix", r.code, r.stderr)
+	}
+	r = orreryIn(t, bin, env, ws, "sessions", "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Errorf("orrery sessions on the full disk = %d, stdout %q, stderr %q; want 0 and the session", r.code, r.stdout, r.stderr)
+	}
+
+	fill.Free()
+	if r := run("--session", id, "-p", "back"); r.code != 0 || !strings.Contains(r.stdout, `You said: "back"`) {
+		t.Errorf("orrery run with room again = %d, stdout %q, stderr %q; want 0 and the answer", r.code, r.stdout, r.stderr)
+	}
 }
