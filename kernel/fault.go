@@ -193,9 +193,13 @@ func (s *Session) endingEvents(err error) []protocol.Event {
 
 // failedTerminal is the RUN_ERROR store_failed of r, with its usage.
 func (s *Session) failedTerminal(r *run, err error) *protocol.RunError {
+	kept := "nothing of this session was saved yet"
+	if s.head > 0 {
+		kept = fmt.Sprintf("what was shown up to seq %d is kept", s.head)
+	}
 	ev := errorTerminal(CodeStoreFailed, fmt.Sprintf(
-		"this run's output could not be saved (%v): %s, then send the prompt again; what was shown up to seq %d is kept",
-		err, storeHint(err), s.head))
+		"this run's output could not be saved (%v): %s, then send the prompt again; %s",
+		err, storeHint(err), kept))
 	result, usage := s.runResult(r)
 	ev.Usage = usage
 	ev.Orrery().Result = &result
