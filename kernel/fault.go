@@ -212,6 +212,7 @@ func (s *Session) encodeOutOfOrder(runID string, events []protocol.Event) []Fram
 	frames := make([]Frame, 0, len(events))
 	for _, ev := range events {
 		ev.Header().Timestamp = s.k.now().UnixMilli()
+		ev.Header().Orrery().Run = runID
 		f, err := encodeSnapshot(ev)
 		if err != nil {
 			s.k.log.Error("encode frame", "session", s.id, "type", ev.EventType(), "err", err)

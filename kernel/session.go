@@ -383,6 +383,9 @@ func (s *Session) sequence(runID string, ev protocol.Event) (commitItem, error) 
 	}
 	h.Timestamp = s.k.now().UnixMilli()
 	h.Orrery().Seq = s.head + 1
+	// A logged frame's run is the log's (an event ended with seq 0 first,
+	// retryStore's, named it for that send).
+	h.Orrery().Run = ""
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return commitItem{}, fmt.Errorf("encode %s: %w", h.Type, err)

@@ -79,6 +79,11 @@ func checkStoreFailed(t *testing.T, frames []kernel.Frame, runID, hint string) {
 			}
 			last = f.Seq
 		}
+		if run := ev.Header().Orrery().Run; f.Seq == 0 && run != runID {
+			t.Errorf("seq-0 %s names run %q, want %s: a client needs it to know whose end it is", f.Type, run, runID)
+		} else if f.Seq != 0 && run != "" {
+			t.Errorf("logged %s (seq %d) names run %q, want none: only seq-0 frames carry it", f.Type, f.Seq, run)
+		}
 		switch e := ev.(type) {
 		case *protocol.TextMessageStart:
 			open[e.MessageID] = true

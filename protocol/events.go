@@ -187,6 +187,10 @@ type OrreryMeta struct {
 	MergedFrom uint64 `json:"merged_from,omitempty"`
 	// Session names the session on transports that carry several.
 	Session string `json:"session,omitempty"`
+	// Run names the run a frame sent outside the order (seq 0) belongs
+	// to: the end of a run whose store failed, which carries no run id of
+	// its own in AG-UI.
+	Run string `json:"run,omitempty"`
 	// Result is a failed run's usage, on RUN_ERROR.
 	Result *RunResult `json:"result,omitempty"`
 	// Outcome is a tool's full outcome, on TOOL_CALL_RESULT.

@@ -668,6 +668,7 @@ export interface OrreryMeta {
   seq: number;
   merged_from?: number;
   session?: string;
+  run?: string;
   result?: RunResult;
   outcome?: unknown;
 }

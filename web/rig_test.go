@@ -104,6 +104,9 @@ type rigOptions struct {
 	// seen, when set, is told of every request with the status the server
 	// answered, before the answer's first byte is sent.
 	seen func(req *http.Request, status int)
+	// dataDir, when set, is where the log is kept (a test's own disk);
+	// otherwise a fresh temporary dir.
+	dataDir string
 }
 
 // acpAgentDir holds the ACP test agent.
@@ -158,7 +161,10 @@ func newRig(t *testing.T, opts rigOptions) *rig {
 	if err := os.WriteFile(filepath.Join(r.workspace, "notes.txt"), []byte("apples\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir := opts.dataDir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
 	if err != nil {
 		t.Fatalf("sqlite.Open() = %v, want nil", err)

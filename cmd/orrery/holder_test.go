@@ -623,8 +623,10 @@ func testClientFullDisk(t *testing.T, bin string) {
 	id := list[0].ID
 
 	fill := testdisk.Fill(t, mnt)
-	fill.Leave(40 << 10)
-	big := strings.Repeat("word ", 20_000) // 100 KB: its commit cannot fit
+	// Room for the prompt's commit, not for the answer, which echoes the
+	// prompt word by word: the run starts, then its frames fail.
+	fill.Leave(400 << 10)
+	big := strings.Repeat("word ", 20_000)
 	r := run("--session", id, "-p", big)
 	if r.code != 3 || !strings.Contains(r.stderr, "store_failed") || !strings.Contains(r.stderr, "free disk space") {
 		t.Errorf("orrery run on a full disk = %d, stderr %q; want 3 (the run failed), store_failed and the fix", r.code, r.stderr)

@@ -180,10 +180,10 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 		if f.Seq == 0 {
 			// Seq 0 is a snapshot, or the end of a run whose store failed,
 			// sent because it could not be logged: the closers, then
-			// RUN_ERROR store_failed. That end is this run's while no
-			// other run is seen in flight (its RUN_STARTED may not have
-			// reached the log either).
-			if !f.Type.Terminal() || current != "" && current != runID {
+			// RUN_ERROR store_failed, naming their run (an earlier run's
+			// end comes too when the session was still broken as this
+			// stream attached).
+			if !f.Type.Terminal() || f.Event == nil || f.Event.Header().Orrery().Run != runID {
 				continue
 			}
 			done, err := c.frame(out, text, kernel.Frame{Type: string(f.Type), Run: runID, Data: f.Logged()}, runID)
