@@ -66,10 +66,22 @@ func newCommitter(s *Session) *committer {
 }
 
 func (c *committer) push(its ...commitItem) {
+	c.s.k.unsaved.add(countFrames(its))
 	c.mu.Lock()
 	c.queue = append(c.queue, its...)
 	c.mu.Unlock()
 	c.signal()
+}
+
+// countFrames is how many of its are frames.
+func countFrames(its []commitItem) int {
+	n := 0
+	for i := range its {
+		if !its[i].action() {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *committer) signal() {
@@ -92,6 +104,7 @@ func (c *committer) addCost(d int64) {
 // pushWithCost queues its and adds d to the cost in one step, so that they
 // go in the same Append.
 func (c *committer) pushWithCost(its []commitItem, d int64) {
+	c.s.k.unsaved.add(countFrames(its))
 	c.mu.Lock()
 	c.queue = append(c.queue, its...)
 	c.cost += d
@@ -149,6 +162,7 @@ func (c *committer) commitQueued() {
 	items, cost := c.queue, c.cost
 	c.queue, c.cost = nil, 0
 	c.mu.Unlock()
+	defer c.s.k.unsaved.done(countFrames(items))
 	for c.failed {
 		c.carry += cost
 		cost = 0

@@ -73,6 +73,10 @@ type Config struct {
 	MaxFilesVisited int
 	// QueueFrames bounds each subscriber's queue; 0 means DefaultQueueFrames.
 	QueueFrames int
+	// UnsavedFrames bounds the frames queued for the store and not yet
+	// committed, across all sessions: past it, agent loops wait for the
+	// store to catch up. 0 means DefaultUnsavedFrames.
+	UnsavedFrames int
 	// Logger receives the kernel's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// DebugActor makes every access to a session's owned state check that
@@ -141,6 +145,7 @@ type Kernel struct {
 	live   liveHub    // session-list changes for WatchSessions
 
 	components registry // extensions' declared components
+	unsaved    *backlog // frames queued for the store and not yet committed
 
 	mu        sync.Mutex // guards sessions, dormant, providers, damaged and closed
 	sessions  map[string]*Session
@@ -172,6 +177,7 @@ func New(cfg Config) *Kernel {
 		providers: make(map[string]agent.Provider),
 		damaged:   make(map[string]*DamagedError),
 		checked:   make(chan struct{}),
+		unsaved:   newBacklog(cfg.UnsavedFrames),
 	}
 }
 

@@ -341,7 +341,13 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 	return msgs, err
 }
 
+// Emit logs events in the run. While the kernel holds more unsaved frames
+// than Config.UnsavedFrames it first waits for the store to catch up, so
+// that a loop never runs further ahead of the log than that.
 func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
+	if err := t.s.k.unsaved.admit(ctx, t.r.ctx); err != nil {
+		return err
+	}
 	var err error
 	if derr := t.s.do(ctx, func() {
 		if t.s.run != t.r {

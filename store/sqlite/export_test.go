@@ -12,3 +12,12 @@ func (l *Log) CommitTogether(reqs ...[]store.Batch) []error {
 	}
 	return l.commitAll(rs)
 }
+
+// SetWALLimits sets how many bytes of frames go between two checkpoints of
+// the WAL and how large the WAL may grow before the writer checkpoints it
+// itself, until the test ends.
+func SetWALLimits(t interface{ Cleanup(func()) }, every uint64, max int64) {
+	e, m := walEvery, walMax
+	walEvery, walMax = every, max
+	t.Cleanup(func() { walEvery, walMax = e, m })
+}

@@ -77,6 +77,9 @@ type Log struct {
 	insertStmt, updateStmt, checkpointStmt, updateInfoStmt *sql.Stmt
 	wg                                                     sync.WaitGroup
 
+	wal      *walCheckpointer // copies the WAL into the database
+	walBytes uint64           // bytes committed since the writer last asked it to; owned by the writer goroutine
+
 	// full is, after a commit failed on a full disk, how many bytes the
 	// disk must have free before the writer tries SQLite again (SQLite
 	// itself would often take a small append, into the space the failed
@@ -123,7 +126,7 @@ func Open(path string) (*Log, error) {
 		sessions: make(map[string]*sessionRow),
 	}
 	var err error
-	if l.writer, err = openDB(path, 1); err != nil {
+	if l.writer, err = openDB(path, 1, "wal_autocheckpoint(0)"); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -132,6 +135,10 @@ func Open(path string) (*Log, error) {
 		return nil, fmt.Errorf("create schema in %s: %w", path, damaged(err))
 	}
 	if l.reader, err = openDB(path, max(4, runtime.GOMAXPROCS(0))); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if l.wal, err = startWALCheckpointer(path); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -194,9 +201,9 @@ func makePrivate(path string) error {
 	return nil
 }
 
-func openDB(path string, conns int) (*sql.DB, error) {
+func openDB(path string, conns int, pragmas ...string) (*sql.DB, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-16000)"} {
+	for _, p := range append([]string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-16000)"}, pragmas...) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -243,6 +250,9 @@ func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.done)
 		l.wg.Wait()
+		if l.wal != nil {
+			err = l.wal.close()
+		}
 		for _, db := range []*sql.DB{l.reader, l.writer} {
 			if db != nil {
 				err = errors.Join(err, db.Close())
@@ -443,6 +453,9 @@ func (l *Log) writeLoop() {
 	defer l.wg.Done()
 	defer close(l.stopped)
 	var pending []*appendReq
+	answered := 0 // requests the previous commit answered
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
 	for {
 		select {
 		case req := <-l.appends:
@@ -458,25 +471,45 @@ func (l *Log) writeLoop() {
 				}
 			}
 		}
-		// Take what else is queued. When that is little, yield once so
-		// that writers that are ready run and queue their appends into
-		// this commit (a yield, not a timer, so an idle log commits at
-		// once: 16 single-frame writers share commits this way). When it
-		// is much, the writers are already queueing faster than commits
-		// go, and a yield would only send the writer to the back of a long
-		// run queue (hundreds of sessions streaming: BenchmarkIngest).
 		l.drain(&pending)
-		if len(pending) < yieldBelow {
-			runtime.Gosched()
-			l.drain(&pending)
-		}
+		l.gather(&pending, answered, gather)
+		answered = len(pending)
 		l.commit(pending)
 	}
 }
 
-// yieldBelow is the number of queued appends under which the writer
-// yields once before it commits.
-const yieldBelow = 64
+// gather waits a little for more appends when fewer are queued than the
+// previous commit answered: the writers it answered are likely to come
+// back at once, and they then share this commit (16 writers of one frame
+// each do, rather than commit one at a time). It waits on the appends
+// channel and a timer, never by yielding: a goroutine woken by a send or
+// a timer runs next on its processor, while one that yields waits at the
+// back of the global run queue, behind every runnable goroutine — with
+// hundreds of sessions streaming, that kept the writer from running for
+// half a second at a time while their loops made frames it could not
+// commit.
+func (l *Log) gather(pending *[]*appendReq, answered int, t *time.Timer) {
+	if len(*pending) >= answered || len(*pending) >= maxPending {
+		return
+	}
+	t.Reset(gatherWait)
+	defer t.Stop()
+	for len(*pending) < answered && len(*pending) < maxPending {
+		select {
+		case req := <-l.appends:
+			*pending = append(*pending, req)
+			l.drain(pending)
+		case <-t.C:
+			return
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// gatherWait is the longest the writer waits for the writers it answered
+// to come back before it commits what it has.
+const gatherWait = 200 * time.Microsecond
 
 // drain adds to pending what is queued, up to maxPending in all.
 func (l *Log) drain(pending *[]*appendReq) {
@@ -509,6 +542,7 @@ func (l *Log) commit(reqs []*appendReq) {
 		}
 		r.errc <- errs[i]
 	}
+	l.walWritten(size(reqs))
 }
 
 // minFree is the least free space the writer waits for after a full disk.

@@ -214,3 +214,55 @@ func TestOpenFullDisk(t *testing.T) {
 		t.Errorf("Session(s) after the disk had room again = %v, want the session", err)
 	}
 }
+
+// TestWALCheckpoints: the writer's connection never checkpoints the WAL
+// itself, so a goroutine of the log copies it into the database beside
+// the writer (the database file grows as frames are appended, before any
+// close), and the WAL does not grow without bound under appends that
+// never pause.
+func TestWALCheckpoints(t *testing.T) {
+	sqlite.SetWALLimits(t, 64<<10, 1<<20)
+	path := filepath.Join(t.TempDir(), "orrery.db")
+	l, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v, want nil", path, err)
+	}
+	defer l.Close()
+	ctx := t.Context()
+	if err := l.CreateSession(ctx, store.Session{ID: "s"}); err != nil {
+		t.Fatalf("CreateSession() = %v, want nil", err)
+	}
+	data := []byte(`{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"` + strings.Repeat("x", 200) + `"}`)
+	const total = 16 << 20
+	written := 0
+	seq := uint64(0)
+	for written < total {
+		fs := make([]store.Frame, 64)
+		for i := range fs {
+			seq++
+			fs[i] = store.Frame{Seq: seq, Type: "TEXT_MESSAGE_CONTENT", Run: "r", Data: data}
+			written += len(data)
+		}
+		if err := l.Append(ctx, store.Batch{Session: "s", Frames: fs}); err != nil {
+			t.Fatalf("Append() = %v, want nil", err)
+		}
+	}
+	db, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Size() < total/2 {
+		t.Errorf("the database file holds %d bytes after %d bytes of frames were appended: the WAL was not checkpointed into it", db.Size(), written)
+	}
+	wal, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wal.Size() > 4<<20 {
+		t.Errorf("the WAL grew to %d bytes for %d bytes of frames, want at most %d", wal.Size(), written, 4<<20)
+	}
+	frames, err := l.Read(ctx, "s", 0, 0)
+	if err != nil || len(frames) != int(seq) {
+		t.Errorf("Read() = %d frames, %v, want %d", len(frames), err, seq)
+	}
+}
