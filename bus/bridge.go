@@ -23,8 +23,8 @@ import (
 // NewBridge; it is safe for concurrent use.
 type Bridge struct {
 	w       *Writer
-	sess    *kernel.Session
-	hub     *hub.Hub
+	sess    Session
+	hub     Hub // nil: hub verbs are refused
 	seat    string
 	stream  bool
 	caller  kernel.Caller
@@ -34,8 +34,9 @@ type Bridge struct {
 
 	mu       sync.Mutex // guards the fields below
 	runID    string
-	pending  []pendingAsk // questions waiting, oldest first
-	inClosed bool         // stdin ended: every question is refused
+	pending  []pendingAsk    // questions waiting for an answer from stdin, oldest first
+	open     map[string]bool // questions asked and not yet resolved, as the frames tell
+	inClosed bool            // stdin ended: every question is refused
 	calls    map[string]*callInfo
 	agents   map[string]who // subagentRunId → who
 }
@@ -65,9 +66,68 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// NewBridge returns a bridge writing to w for sess, seated on h (which may
-// be nil: then hub verbs are refused).
+// Session is what a bridge needs of the session it follows: to settle
+// its questions as the watching program.
+type Session interface {
+	AnswerConsent(ctx context.Context, request, option string) error
+	AnswerInput(ctx context.Context, request, value string) error
+	RefuseInput(ctx context.Context, request string) error
+}
+
+// Hub is the event hub the watching program is seated on, acting from its
+// seat. *hub.Hub is one; a client of another process's kernel is another.
+type Hub interface {
+	Attach(addr string, deliver func(hub.Message)) (detach func(), err error)
+	Post(from, to string, payload json.RawMessage) error
+	Send(ctx context.Context, from, to string, payload json.RawMessage, timeout time.Duration, correlationID string) (hub.Message, error)
+	Publish(from, topic string, payload json.RawMessage, retainAs string) (hub.PublishReport, error)
+	Reply(correlationID string, payload json.RawMessage) error
+	Subscribe(addr, topic string) error
+	Unsubscribe(addr, topic string) error
+}
+
+// kernelSession is a session of this process's kernel, answered as by.
+type kernelSession struct {
+	s  *kernel.Session
+	by kernel.Caller
+}
+
+func (k kernelSession) AnswerConsent(ctx context.Context, request, option string) error {
+	return k.s.AnswerConsent(ctx, k.by, request, option)
+}
+
+func (k kernelSession) AnswerInput(ctx context.Context, request, value string) error {
+	return k.s.AnswerInput(ctx, k.by, request, value)
+}
+
+func (k kernelSession) RefuseInput(ctx context.Context, request string) error {
+	return k.s.RefuseInput(ctx, k.by, request)
+}
+
+// NewBridge returns a bridge writing to w for sess of this process's
+// kernel, seated on h (which may be nil: then hub verbs are refused).
 func NewBridge(ctx context.Context, w *Writer, sess *kernel.Session, h *hub.Hub, opts Options) (*Bridge, error) {
+	caller := callerOf(opts)
+	var hb Hub
+	if h != nil {
+		hb = h
+	}
+	return NewRemoteBridge(ctx, w, kernelSession{sess, caller}, hb, opts)
+}
+
+// callerOf is the kernel caller a bridge with opts answers as.
+func callerOf(opts Options) kernel.Caller {
+	if opts.Client == "" {
+		opts.Client = hub.DefaultClient
+	}
+	return kernel.Caller{Client: opts.Client, Draws: []string{protocol.DrawConsent}}
+}
+
+// NewRemoteBridge returns a bridge writing to w for sess, which may be a
+// session of another process's kernel, seated on h (nil: hub verbs are
+// refused). sess must answer as a client that draws consent, named
+// opts.Client, and h act from that client's seat.
+func NewRemoteBridge(ctx context.Context, w *Writer, sess Session, h Hub, opts Options) (*Bridge, error) {
 	if opts.Client == "" {
 		opts.Client = hub.DefaultClient
 	}
@@ -76,8 +136,8 @@ func NewBridge(ctx context.Context, w *Writer, sess *kernel.Session, h *hub.Hub,
 	}
 	b := &Bridge{
 		w: w, sess: sess, hub: h, seat: hub.Client(opts.Client), stream: opts.Stream, log: opts.Logger, sendCtx: ctx,
-		caller: kernel.Caller{Client: opts.Client, Draws: []string{protocol.DrawConsent}},
-		calls:  map[string]*callInfo{}, agents: map[string]who{},
+		caller: callerOf(opts),
+		calls:  map[string]*callInfo{}, agents: map[string]who{}, open: map[string]bool{},
 	}
 	if h != nil {
 		detach, err := h.Attach(b.seat, b.deliver)
@@ -89,8 +149,8 @@ func NewBridge(ctx context.Context, w *Writer, sess *kernel.Session, h *hub.Hub,
 	return b, nil
 }
 
-// Caller is the kernel caller the bridge subscribes and answers as: it
-// draws consent, so the kernel asks it.
+// Caller is the kernel caller the bridge subscribes and answers as (on
+// this process's kernel): it draws consent, so the kernel asks it.
 func (b *Bridge) Caller() kernel.Caller { return b.caller }
 
 // Seat returns the watching program's hub address.
@@ -301,6 +361,7 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 		}
 		b.mu.Lock()
 		b.pending = slices.DeleteFunc(b.pending, func(p pendingAsk) bool { return p.id == v.Request })
+		delete(b.open, v.Request)
 		b.mu.Unlock()
 	}
 }
@@ -309,6 +370,7 @@ func (b *Bridge) custom(e *protocol.Custom, w who) {
 // on the stream: when stdin has ended, that refuses it.
 func (b *Bridge) ask(p pendingAsk) func() {
 	b.mu.Lock()
+	b.open[p.id] = true
 	closed := b.inClosed
 	if !closed {
 		b.pending = append(b.pending, p)
@@ -325,9 +387,9 @@ func (b *Bridge) refuse(p pendingAsk) {
 	ctx := context.WithoutCancel(b.sendCtx)
 	var err error
 	if p.consent {
-		err = b.sess.AnswerConsent(ctx, b.caller, p.id, kernel.ConsentDeny)
+		err = b.sess.AnswerConsent(ctx, p.id, kernel.ConsentDeny)
 	} else {
-		err = b.sess.RefuseInput(ctx, b.caller, p.id)
+		err = b.sess.RefuseInput(ctx, p.id)
 	}
 	if err != nil {
 		b.log.Debug("bus: refuse", "request", p.id, "err", err)
@@ -395,13 +457,13 @@ func (b *Bridge) answer(ctx context.Context, in Inbound) {
 		case slices.Contains(yes, v):
 			option = kernel.ConsentAllowOnce
 		}
-		err = b.sess.AnswerConsent(ctx, b.caller, p.id, option)
+		err = b.sess.AnswerConsent(ctx, p.id, option)
 	} else {
-		err = b.sess.AnswerInput(ctx, b.caller, p.id, value)
+		err = b.sess.AnswerInput(ctx, p.id, value)
 	}
 	if err != nil {
 		b.log.Warn("bus: input.given was not taken", "correlationId", p.id, "why", err.Error())
-		if !p.consent && b.stillPending(ctx, p.id) {
+		if !p.consent && b.stillPending(p.id) {
 			// A value the question cannot take (not one of its choices)
 			// leaves it waiting: the next answer, or stdin's end, settles it.
 			b.mu.Lock()
@@ -417,10 +479,14 @@ func (b *Bridge) answer(ctx context.Context, in Inbound) {
 	}
 }
 
-// stillPending reports whether the session still waits for question id.
-func (b *Bridge) stillPending(ctx context.Context, id string) bool {
-	ids, err := b.sess.PendingInputs(ctx)
-	return err == nil && slices.Contains(ids, id)
+// stillPending reports whether question id is still waiting, as far as
+// the frames seen so far tell. A question another client answered in the
+// meantime may look waiting until its resolution's frame comes; that
+// frame then drops it again.
+func (b *Bridge) stillPending(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open[id]
 }
 
 // valueText returns a JSON string's text, or any other JSON value as written.

@@ -70,6 +70,19 @@ func (c *Client) HubUnsubscribe(ctx context.Context, topic string) error {
 	return c.doInto(ctx, &protocol.HubUnsubscribe{Envelope: protocol.Envelope{T: "hub.unsubscribe"}, Topic: topic}, nil)
 }
 
+// RefuseInput refuses an agent's question without an answer (it resolves
+// as unanswered); the client must draw consent.
+func (c *Client) RefuseInput(ctx context.Context, session, request string) error {
+	return c.doInto(ctx, &protocol.InputRefuse{Envelope: protocol.Envelope{T: "input.refuse"}, Session: session, Request: request}, nil)
+}
+
+// AnswerConsent answers a consent request (the request of an
+// orrery.consent.requested event) with one of its options; the client
+// must draw consent.
+func (c *Client) AnswerConsent(ctx context.Context, session, request, option string) error {
+	return c.doInto(ctx, &protocol.ConsentAnswer{Envelope: protocol.Envelope{T: "consent.answer"}, Session: session, Request: request, Option: option}, nil)
+}
+
 // AnswerInput answers an agent's question (the request of an
 // orrery.input.requested event) with value; the client must draw consent.
 func (c *Client) AnswerInput(ctx context.Context, session, request, value string) error {

@@ -21,6 +21,7 @@ type run struct {
 	provider    agent.Provider
 	clientTools []protocol.Tool
 	perms       *RunPermissions // the run's own consent rules, or nil
+	usageEvents bool            // log orrery.usage after each model call (SendInput.UsageEvents)
 	workspace   tool.Workspace
 	usage       runUsage
 	// steers counts the steers that joined the run; mark is the count the

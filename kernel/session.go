@@ -435,6 +435,9 @@ type SendInput struct {
 	// Permissions are the new run's own consent rules; nil adds none. A
 	// steer may not carry them: it joins a run that has its own.
 	Permissions *RunPermissions
+	// UsageEvents logs an orrery.usage event after each of the new run's
+	// model calls, as Config.UsageEvents does for every run.
+	UsageEvents bool
 	// Subscribe asks for a Subscription that starts at the new run's
 	// RUN_STARTED.
 	Subscribe bool
@@ -528,7 +531,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 		return SendResult{}, &RequestError{Msg: err.Error()}
 	}
 	ctx, cancel := context.WithCancel(agent.WithSession(context.Background(), s.id))
-	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, perms: in.Permissions, done: make(chan struct{})}
+	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, perms: in.Permissions, usageEvents: in.UsageEvents, done: make(chan struct{})}
 	if fresh == nil {
 		fresh = []protocol.Message{}
 	}

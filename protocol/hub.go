@@ -105,6 +105,16 @@ type InputAnswer struct {
 	Value   string `json:"value"`
 }
 
+// InputRefuse refuses an agent's question without an answer (the request
+// of an orrery.input.requested event), as a program does that can no
+// longer answer: the question resolves as unanswered. Like InputAnswer, it
+// needs a client that draws consent.
+type InputRefuse struct {
+	Envelope
+	Session string `json:"session"`
+	Request string `json:"request"`
+}
+
 func init() {
 	for kind, mk := range map[string]func() Request{
 		"hub.post":        func() Request { return new(HubPost) },
@@ -114,6 +124,7 @@ func init() {
 		"hub.subscribe":   func() Request { return new(HubSubscribe) },
 		"hub.unsubscribe": func() Request { return new(HubUnsubscribe) },
 		"input.answer":    func() Request { return new(InputAnswer) },
+		"input.refuse":    func() Request { return new(InputRefuse) },
 	} {
 		requestKinds[kind] = mk
 	}

@@ -364,6 +364,7 @@ export type Request =
   | HubSubscribe
   | HubUnsubscribe
   | InputAnswer
+  | InputRefuse
   | RunCancel
   | RunSend
   | SessionAttach
@@ -465,6 +466,13 @@ export interface InputAnswer {
   value: string;
 }
 
+export interface InputRefuse {
+  t: "input.refuse";
+  id: string;
+  session: string;
+  request: string;
+}
+
 export interface RunCancel {
   t: "run.cancel";
   id: string;
@@ -479,6 +487,7 @@ export interface RunSend {
   input: RunInput;
   target?: "run" | "steer";
   permissions?: RunPermissions;
+  usageEvents?: boolean;
 }
 
 export interface SessionAttach {

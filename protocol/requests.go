@@ -82,13 +82,17 @@ type SessionReadReply struct {
 
 // RunSend starts a run on an idle session, or joins the run in flight as a
 // steer when Target is "steer". Permissions, on a send that starts a run,
-// add consent rules for that run only.
+// add consent rules for that run only. UsageEvents, on a send that starts
+// a run, logs an orrery.usage event after each of the run's model calls
+// (the run's tokens and cost so far), as orrery run --events jsonl needs
+// for its cost.updated.
 type RunSend struct {
 	Envelope
 	Session     string          `json:"session"`
 	Input       RunInput        `json:"input"`
 	Target      string          `json:"target,omitempty"`
 	Permissions *RunPermissions `json:"permissions,omitempty"`
+	UsageEvents bool            `json:"usageEvents,omitempty"`
 }
 
 // RunPermissions are consent rules a client adds for the run it starts, on

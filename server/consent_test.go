@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -162,4 +163,35 @@ func TestConsentOverHTTP(t *testing.T) {
 		t.Fatalf("answer = %d %s, want 200", status, body)
 	}
 	waitFile(t, filepath.Join(dir, "notes.md"))
+}
+
+// TestInputRefuseRights: input.refuse, like input.answer, is for a client
+// that draws consent; it names what it needs and what it cannot find.
+func TestInputRefuseRights(t *testing.T) {
+	for _, kind := range []string{"ws", "pipe"} {
+		t.Run(kind, func(t *testing.T) {
+			r, _ := consentRig(t)
+			session := r.newIdleSession(t)
+			watcher := r.dial(t, kind, "")
+			watcher.send(t, `{"t":"hello","id":"h","client":"cli","draws":["thread","tools"]}`)
+			watcher.reply(t)
+			asker := r.dial(t, kind, "")
+			asker.send(t, `{"t":"hello","id":"h","client":"web","draws":["thread","tools","consent"]}`)
+			asker.reply(t)
+			for _, tc := range []struct {
+				peer *txPeer
+				req  string
+				want string
+			}{
+				{watcher, `"request":"input_1"`, "does not draw consent"},
+				{asker, `"request":""`, "input.refuse needs request"},
+				{asker, `"request":"input_1"`, `no question "input_1" is pending`},
+			} {
+				tc.peer.send(t, `{"t":"input.refuse","id":"x","session":"`+session+`",`+tc.req+`}`)
+				if m := tc.peer.replyTo(t, "x"); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), tc.want) {
+					t.Errorf("input.refuse %s = %v, want a refusal saying %q", tc.req, m, tc.want)
+				}
+			}
+		})
+	}
 }

@@ -198,7 +198,7 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		if err != nil {
 			return nil, err
 		}
-		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: atts, Steer: q.Target == protocol.TargetSteer, Permissions: perms})
+		res, err := sess.Send(ctx, kernel.SendInput{Text: q.Input.Text, Attachments: atts, Steer: q.Target == protocol.TargetSteer, Permissions: perms, UsageEvents: q.UsageEvents})
 		if err != nil {
 			return nil, err
 		}
@@ -289,6 +289,8 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 		return s.doHub(ctx, caller, req)
 	case *protocol.InputAnswer:
 		return s.answerInput(ctx, caller, q)
+	case *protocol.InputRefuse:
+		return s.refuseInput(ctx, caller, q)
 	case *protocol.WorkspaceFiles:
 		sess, err := s.sessionFor(ctx, q.Session)
 		if err != nil {

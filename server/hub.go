@@ -215,6 +215,21 @@ func (s *Server) answerInput(ctx context.Context, caller kernel.Caller, q *proto
 	return protocol.Empty{}, nil
 }
 
+// refuseInput carries out input.refuse.
+func (s *Server) refuseInput(ctx context.Context, caller kernel.Caller, q *protocol.InputRefuse) (any, error) {
+	sess, err := s.sessionFor(ctx, q.Session)
+	if err != nil {
+		return nil, err
+	}
+	if q.Request == "" {
+		return nil, &kernel.RequestError{Msg: "input.refuse needs request: refuse the request of an orrery.input.requested event"}
+	}
+	if err := sess.RefuseInput(ctx, caller, q.Request); err != nil {
+		return nil, err
+	}
+	return protocol.Empty{}, nil
+}
+
 // hubSends are a connection's hub.send requests waiting for their
 // replies. Owned by the read loop until leaveHub.
 type hubSends struct {

@@ -74,62 +74,64 @@ func TestBusAsk(t *testing.T) {
 		{"stdin closed", []map[string]any{search, text, done}, []string{""},
 			[]string{"text"}, []string{"not asked or did not answer"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			model := scriptSpec(t, dir, tt.turns...)
-			r := startBus(t, dir, "--events", "jsonl", "--model", model, "-p", "ask me")
-			for i, kind := range tt.wantIn {
-				need := r.until("input.needed")
-				if need["inputKind"] != kind || need["correlationId"] == nil {
-					t.Errorf("input.needed %d = %v, want inputKind %s with a correlationId", i, need, kind)
-				}
-				if kind == "choice" {
-					if cs, _ := need["choices"].([]any); len(cs) != 2 || cs[1] != "blue" || need["defaultValue"] != "red" || need["prompt"] != "Which colour?" {
-						t.Errorf("input.needed = %v, want the choices red, blue and the default red", need)
+	for _, mode := range busModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				model := scriptSpec(t, dir, tt.turns...)
+				r := startBusIn(t, mode, dir, "--events", "jsonl", "--model", model, "-p", "ask me")
+				for i, kind := range tt.wantIn {
+					need := r.until("input.needed")
+					if need["inputKind"] != kind || need["correlationId"] == nil {
+						t.Errorf("input.needed %d = %v, want inputKind %s with a correlationId", i, need, kind)
 					}
-				}
-				for _, a := range tt.answers[i:] {
-					if a == "" {
-						_ = r.stdin.Close()
+					if kind == "choice" {
+						if cs, _ := need["choices"].([]any); len(cs) != 2 || cs[1] != "blue" || need["defaultValue"] != "red" || need["prompt"] != "Which colour?" {
+							t.Errorf("input.needed = %v, want the choices red, blue and the default red", need)
+						}
+					}
+					for _, a := range tt.answers[i:] {
+						if a == "" {
+							_ = r.stdin.Close()
+							break
+						}
+						a = strings.Replace(a, "%s", need["correlationId"].(string), 1)
+						r.send(a)
 						break
 					}
-					a = strings.Replace(a, "%s", need["correlationId"].(string), 1)
-					r.send(a)
-					break
 				}
-			}
-			if len(tt.answers) > len(tt.wantIn) && tt.answers[len(tt.wantIn)] == "" {
+				if len(tt.answers) > len(tt.wantIn) && tt.answers[len(tt.wantIn)] == "" {
+					_ = r.stdin.Close()
+				}
 				_ = r.stdin.Close()
-			}
-			_ = r.stdin.Close()
-			code, lines := r.finish()
-			if code != 0 {
-				t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(lines, "\n"), r.stderrText())
-			}
-			checkEnvelope(t, lines)
-			got := askResults(t, filepath.Join(dir, ".data"))
-			if len(got) != len(tt.want) {
-				t.Fatalf("ask results = %q, want %d", got, len(tt.want))
-			}
-			for i, w := range tt.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("ask result %d = %s, want it to contain %s", i, got[i], w)
+				code, lines := r.finish()
+				if code != 0 {
+					t.Fatalf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(lines, "\n"), r.stderrText())
 				}
-			}
-			var rets []bool
-			for _, ret := range events(t, lines, "tool.returned") {
-				if ret["toolName"] == "ask" {
-					rets = append(rets, ret["success"] == true)
+				checkEnvelope(t, lines)
+				got := askResults(t, r.data)
+				if len(got) != len(tt.want) {
+					t.Fatalf("ask results = %q, want %d", got, len(tt.want))
 				}
-			}
-			for i, ok := range rets {
-				if want := !strings.Contains(tt.want[i], "not asked"); ok != want {
-					t.Errorf("tool.returned ask %d success = %v, want %v", i, ok, want)
+				for i, w := range tt.want {
+					if !strings.Contains(got[i], w) {
+						t.Errorf("ask result %d = %s, want it to contain %s", i, got[i], w)
+					}
 				}
-			}
-		})
+				var rets []bool
+				for _, ret := range events(t, lines, "tool.returned") {
+					if ret["toolName"] == "ask" {
+						rets = append(rets, ret["success"] == true)
+					}
+				}
+				for i, ok := range rets {
+					if want := !strings.Contains(tt.want[i], "not asked"); ok != want {
+						t.Errorf("tool.returned ask %d success = %v, want %v", i, ok, want)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -13,11 +13,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/getorrery/orrery/datadir"
+	"github.com/getorrery/orrery/internal/logbuf"
 )
 
 // orreryMainEnv makes the test binary run orrery's main instead of the
@@ -45,6 +49,7 @@ type busRun struct {
 	seen   []string
 	exited chan struct{}
 	code   int
+	data   string // the data dir
 }
 
 func (r *busRun) Write(p []byte) (int, error) {
@@ -59,19 +64,52 @@ func (r *busRun) stderrText() string {
 	return r.stderr.String()
 }
 
+// busMode is where orrery run --events jsonl runs: in a kernel of its
+// own, or as a client of an orrery serve that holds its data dir.
+type busMode struct {
+	name string
+	held bool
+}
+
+var busModes = []busMode{{"own kernel", false}, {"client of serve", true}}
+
 // startBus starts orrery run in dir (its workspace) with a fresh data dir
 // and no config.
 func startBus(t *testing.T, dir string, args ...string) *busRun {
+	t.Helper()
+	return startBusIn(t, busMode{}, dir, args...)
+}
+
+// startBusIn is startBus in mode: when mode.held, an orrery serve started
+// in dir holds the data dir first, and the run is its client.
+func startBusIn(t *testing.T, mode busMode, dir string, args ...string) *busRun {
 	t.Helper()
 	cfg := filepath.Join(dir, "none.toml")
 	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"run", "--data", filepath.Join(dir, ".data"), "--config", cfg}, args...)
+	data := filepath.Join(dir, ".data")
+	if mode.held {
+		// A short path: the pipe is a unix socket in the data dir.
+		var err error
+		if data, err = os.MkdirTemp("", "obus"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(data) })
+		// A request may not name a script model (it reads a file the
+		// request chooses): the server runs it as its default instead.
+		var serveArgs []string
+		if i := slices.Index(args, "--model"); i >= 0 {
+			serveArgs = append(serveArgs, args[i:i+2]...)
+			args = slices.Delete(slices.Clone(args), i, i+2)
+		}
+		holdWithServe(t, dir, data, cfg, serveArgs...)
+	}
+	args = append([]string{"run", "--data", data, "--config", cfg}, args...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(busEnviron(t), orreryMainEnv+"=1", "GORACE=atexit_sleep_ms=0")
-	r := &busRun{t: t, cmd: cmd, lines: make(chan string, 1024), exited: make(chan struct{})}
+	r := &busRun{t: t, cmd: cmd, lines: make(chan string, 1024), exited: make(chan struct{}), data: data}
 	cmd.Stderr = r
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -106,6 +144,47 @@ func startBus(t *testing.T, dir string, args ...string) *busRun {
 		}
 	})
 	return r
+}
+
+// holdWithServe starts orrery serve in dir on data and waits until it
+// holds the data dir (its owner file names the pipe).
+func holdWithServe(t *testing.T, dir, data, cfg string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--config", cfg}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(busEnviron(t), orreryMainEnv+"=1", "GORACE=atexit_sleep_ms=0")
+	var stderr logbuf.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(waitLimit):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("orrery serve stderr:\n%s", stderr.String())
+		}
+	})
+	deadline := time.After(waitLimit)
+	for {
+		if o, err := datadir.ReadOwner(data); err == nil && o != nil && o.Pipe != "" {
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("orrery serve exited before it held %s:\n%s", data, stderr.String())
+		case <-deadline:
+			t.Fatalf("orrery serve did not hold %s in %s:\n%s", data, waitLimit, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // next returns the next event on stdout, or nil at its end. Every line
@@ -312,27 +391,35 @@ func TestBusEnvelopeGolden(t *testing.T) {
 		{"prompt", nil},
 		{"prompt_stream", []string{"--stream"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			model := scriptSpec(t, dir,
-				m{"text": []string{"Let me ", "echo."}, "tool_calls": []m{{"name": "echo", "args": m{"text": "hi"}}}, "usage": m{"inputTokens": 10, "outputTokens": 5}},
-				m{"text": []string{"Done."}, "usage": m{"inputTokens": 20, "outputTokens": 2}},
-			)
-			r := startBus(t, dir, append([]string{"--events", "jsonl", "--model", model, "-p", "say hi"}, tt.args...)...)
-			_ = r.stdin.Close()
-			code, lines := r.finish()
-			if code != 0 {
-				t.Fatalf("exit %d, want 0; stderr:\n%s", code, r.stderrText())
-			}
-			checkEnvelope(t, lines)
-			golden(t, tt.name, lines)
-			deltas := events(t, lines, "llm.delta")
-			if stream := len(tt.args) > 0; stream != (len(deltas) == 3) || (!stream && len(deltas) != 0) {
-				t.Errorf("llm.delta events = %d with %v, want 3 only with --stream", len(deltas), tt.args)
-			}
-		})
+	for _, mode := range busModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				testBusGolden(t, mode, tt.name, tt.args)
+			})
+		}
+	}
+}
+
+// testBusGolden runs one prompt on the bus in mode: the transcript is the
+// golden one whichever kernel runs it.
+func testBusGolden(t *testing.T, mode busMode, name string, args []string) {
+	dir := t.TempDir()
+	model := scriptSpec(t, dir,
+		m{"text": []string{"Let me ", "echo."}, "tool_calls": []m{{"name": "echo", "args": m{"text": "hi"}}}, "usage": m{"inputTokens": 10, "outputTokens": 5}},
+		m{"text": []string{"Done."}, "usage": m{"inputTokens": 20, "outputTokens": 2}},
+	)
+	r := startBusIn(t, mode, dir, append([]string{"--events", "jsonl", "--model", model, "-p", "say hi"}, args...)...)
+	_ = r.stdin.Close()
+	code, lines := r.finish()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, r.stderrText())
+	}
+	checkEnvelope(t, lines)
+	golden(t, name, lines)
+	deltas := events(t, lines, "llm.delta")
+	if stream := len(args) > 0; stream != (len(deltas) == 3) || (!stream && len(deltas) != 0) {
+		t.Errorf("llm.delta events = %d with %v, want 3 only with --stream", len(deltas), args)
 	}
 }
 
@@ -352,43 +439,45 @@ func TestBusConsent(t *testing.T) {
 		{"refused", `{"kind":"input.given","correlationId":"%s","value":"no"}`, false, true},
 		{"stdin closed", "", false, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			model := scriptSpec(t, dir, writeTool, m{"text": []string{"ok"}})
-			r := startBus(t, dir, "--events", "jsonl", "--model", model, "-p", "write notes")
-			need := r.until("input.needed")
-			if need["inputKind"] != "confirm" || need["correlationId"] == nil || !strings.Contains(fmt.Sprint(need["prompt"]), "write_file(notes.md)") {
-				t.Errorf("input.needed = %v, want a confirm naming write_file(notes.md) with a correlationId", need)
-			}
-			if _, ok := need["kind"].(string); !ok || need["kind"] != "input.needed" {
-				t.Errorf("input.needed's kind = %v: the input kind must not take the envelope's kind", need["kind"])
-			}
-			if tt.answer == "" {
-				_ = r.stdin.Close()
-			} else {
-				line := tt.answer
-				if strings.Contains(line, "%s") {
-					line = fmt.Sprintf(line, need["correlationId"])
+	for _, mode := range busModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				model := scriptSpec(t, dir, writeTool, m{"text": []string{"ok"}})
+				r := startBusIn(t, mode, dir, "--events", "jsonl", "--model", model, "-p", "write notes")
+				need := r.until("input.needed")
+				if need["inputKind"] != "confirm" || need["correlationId"] == nil || !strings.Contains(fmt.Sprint(need["prompt"]), "write_file(notes.md)") {
+					t.Errorf("input.needed = %v, want a confirm naming write_file(notes.md) with a correlationId", need)
 				}
-				r.send(line)
-			}
-			ret := r.until("tool.returned")
-			if ret["toolName"] != "write_file" || ret["success"] != tt.wantFile || ret["correlationId"] == nil {
-				t.Errorf("tool.returned = %v, want write_file success %v", ret, tt.wantFile)
-			}
-			_ = r.stdin.Close()
-			code, lines := r.finish()
-			if code != 0 {
-				t.Errorf("exit %d, want 0; stderr:\n%s", code, r.stderrText())
-			}
-			checkEnvelope(t, lines)
-			_, err := os.Stat(filepath.Join(dir, "notes.md"))
-			if (err == nil) != tt.wantFile {
-				t.Errorf("notes.md written = %v, want %v", err == nil, tt.wantFile)
-			}
-		})
+				if _, ok := need["kind"].(string); !ok || need["kind"] != "input.needed" {
+					t.Errorf("input.needed's kind = %v: the input kind must not take the envelope's kind", need["kind"])
+				}
+				if tt.answer == "" {
+					_ = r.stdin.Close()
+				} else {
+					line := tt.answer
+					if strings.Contains(line, "%s") {
+						line = fmt.Sprintf(line, need["correlationId"])
+					}
+					r.send(line)
+				}
+				ret := r.until("tool.returned")
+				if ret["toolName"] != "write_file" || ret["success"] != tt.wantFile || ret["correlationId"] == nil {
+					t.Errorf("tool.returned = %v, want write_file success %v", ret, tt.wantFile)
+				}
+				_ = r.stdin.Close()
+				code, lines := r.finish()
+				if code != 0 {
+					t.Errorf("exit %d, want 0; stderr:\n%s", code, r.stderrText())
+				}
+				checkEnvelope(t, lines)
+				_, err := os.Stat(filepath.Join(dir, "notes.md"))
+				if (err == nil) != tt.wantFile {
+					t.Errorf("notes.md written = %v, want %v", err == nil, tt.wantFile)
+				}
+			})
+		}
 	}
 }
 
@@ -401,46 +490,48 @@ func TestBusSendAndReply(t *testing.T) {
 		{"answered", true, true},
 		{"silence past the timeout is a refusal", false, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			timeout := 60000
-			if !tt.reply {
-				timeout = 50
-			}
-			model := scriptSpec(t, dir,
-				m{"tool_calls": []m{{"name": "tools.search", "args": m{"query": "hub send"}}}},
-				m{"tool_calls": []m{{"name": "hub.send", "args": m{"to": "client://studio", "payload": m{"question": "ship it?", "kind": "mine"}, "timeoutMs": timeout}}}},
-				m{"text": []string{"ok"}},
-			)
-			r := startBus(t, dir, "--events", "jsonl", "--model", model, "-p", "ask the studio")
-			msg := r.until("hub.message")
-			if from, _ := msg["from"].(string); msg["expectsReply"] != true || !sessionAgentRE.MatchString(from) || msg["correlationId"] == nil {
-				t.Errorf("hub.message = %v, want expectsReply, from agent://{session}/main and a correlationId", msg)
-			}
-			if p, _ := msg["payload"].(map[string]any); p["kind"] != "mine" || p["question"] != "ship it?" {
-				t.Errorf("hub.message payload = %v, want it carried as is (its kind included)", msg["payload"])
-			}
-			if tt.reply {
-				r.send(fmt.Sprintf(`{"kind":"reply","correlationId":%q,"payload":{"answer":"yes"}}`, msg["correlationId"]))
-			}
-			var ret map[string]any
-			for ret == nil || ret["toolName"] != "hub.send" {
-				ret = r.until("tool.returned")
-			}
-			if ret["success"] != tt.wantReply {
-				t.Errorf("hub.send returned %v, want success %v", ret, tt.wantReply)
-			}
-			if !tt.reply {
-				// A reply after the timeout answers nothing: ignored, logged.
-				r.send(fmt.Sprintf(`{"kind":"reply","correlationId":%q,"payload":1}`, msg["correlationId"]))
-			}
-			_ = r.stdin.Close()
-			if code, lines := r.finish(); code != 0 {
-				t.Errorf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(lines, "\n"), r.stderrText())
-			}
-		})
+	for _, mode := range busModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				timeout := 60000
+				if !tt.reply {
+					timeout = 50
+				}
+				model := scriptSpec(t, dir,
+					m{"tool_calls": []m{{"name": "tools.search", "args": m{"query": "hub send"}}}},
+					m{"tool_calls": []m{{"name": "hub.send", "args": m{"to": "client://studio", "payload": m{"question": "ship it?", "kind": "mine"}, "timeoutMs": timeout}}}},
+					m{"text": []string{"ok"}},
+				)
+				r := startBusIn(t, mode, dir, "--events", "jsonl", "--model", model, "-p", "ask the studio")
+				msg := r.until("hub.message")
+				if from, _ := msg["from"].(string); msg["expectsReply"] != true || !sessionAgentRE.MatchString(from) || msg["correlationId"] == nil {
+					t.Errorf("hub.message = %v, want expectsReply, from agent://{session}/main and a correlationId", msg)
+				}
+				if p, _ := msg["payload"].(map[string]any); p["kind"] != "mine" || p["question"] != "ship it?" {
+					t.Errorf("hub.message payload = %v, want it carried as is (its kind included)", msg["payload"])
+				}
+				if tt.reply {
+					r.send(fmt.Sprintf(`{"kind":"reply","correlationId":%q,"payload":{"answer":"yes"}}`, msg["correlationId"]))
+				}
+				var ret map[string]any
+				for ret == nil || ret["toolName"] != "hub.send" {
+					ret = r.until("tool.returned")
+				}
+				if ret["success"] != tt.wantReply {
+					t.Errorf("hub.send returned %v, want success %v", ret, tt.wantReply)
+				}
+				if !tt.reply {
+					// A reply after the timeout answers nothing: ignored, logged.
+					r.send(fmt.Sprintf(`{"kind":"reply","correlationId":%q,"payload":1}`, msg["correlationId"]))
+				}
+				_ = r.stdin.Close()
+				if code, lines := r.finish(); code != 0 {
+					t.Errorf("exit %d, want 0; stdout:\n%s\nstderr:\n%s", code, strings.Join(lines, "\n"), r.stderrText())
+				}
+			})
+		}
 	}
 }
 
@@ -518,6 +609,7 @@ func TestBusFlags(t *testing.T) {
 		{"events other than jsonl", []string{"--events", "json", "-p", "hi"}, 2, "--events accepts only jsonl"},
 		{"client without events warns", []string{"--client", "me", "-p", "hi"}, 0, "--client me has no effect without --events jsonl"},
 		{"prompt and crew", []string{"-p", "hi", "crew.toml"}, 2, "not both"},
+		{"a client that cannot be a seat", []string{"--events", "jsonl", "--client", "../../etc/x y", "-p", "hi"}, 2, "cannot be a hub seat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -686,6 +778,31 @@ instructions`, `crew.toml:6: agent writer names an unknown tool "teleport"`},
 			code, stdout, stderr := runPrompt(t, dir, "crew.toml", "--events", "jsonl")
 			if code != 2 || !strings.Contains(stderr, tt.wantStderr) || stdout != "" {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing on stdout, and %q", code, stdout, stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestBusInterrupt: a Ctrl-C (SIGINT) cancels the run, on a kernel of its
+// own as on the holder's, and the bus says so: error crew_cancelled, then
+// run.finished with exit code 130, which is the process's.
+func TestBusInterrupt(t *testing.T) {
+	for _, mode := range busModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			model := scriptSpec(t, dir, m{"text": []string{"thinking "}, "hang": true})
+			r := startBusIn(t, mode, dir, "--events", "jsonl", "--stream", "--model", model, "-p", "think")
+			r.until("llm.delta") // the run is in flight
+			if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			code, lines := r.finish()
+			checkEnvelope(t, lines)
+			errs := events(t, lines, "error")
+			fin := events(t, lines, "run.finished")
+			if code != 130 || len(errs) != 1 || errs[0]["code"] != "crew_cancelled" || len(fin) != 1 || fin[0]["exitCode"] != float64(130) {
+				t.Errorf("exit %d, errors %v, run.finished %v; want 130, crew_cancelled and exitCode 130; stderr:\n%s", code, errs, fin, r.stderrText())
 			}
 		})
 	}

@@ -374,11 +374,14 @@ func testClientsOfServe(t *testing.T, bin string) {
 		t.Errorf("orrery run outside the server's workspace = %d, stderr %q; want 1, why, and the choices", r.code, r.stderr)
 	}
 
-	// What needs a kernel of its own says so, and what to do.
-	r = run("--events", "jsonl", "-p", "hi")
-	if r.code != 1 || !strings.Contains(r.stderr, "--events jsonl needs a kernel of its own") || !strings.Contains(r.stderr, "--data DIR") {
-		t.Errorf("orrery run --events jsonl on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
+	// The run event bus works as a client too (cmd/orrery's bus tests
+	// run every bus case both ways): events on stdout, one a line.
+	r = run("--events", "jsonl", "--model", "offline", "-p", "hi")
+	if bus := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || !strings.Contains(bus[0], `"kind":"run.started"`) ||
+		!strings.Contains(bus[len(bus)-1], `"kind":"run.finished"`) || !strings.Contains(bus[len(bus)-1], `"success":true`) {
+		t.Errorf("orrery run --events jsonl on a held dir = %d, stdout %q, stderr %q; want 0, run.started … run.finished success", r.code, r.stdout, r.stderr)
 	}
+	// What needs a kernel of its own says so, and what to do.
 	crewFile := filepath.Join(ws, "crew.toml")
 	if err := os.WriteFile(crewFile, []byte("name = \"mini\"\n[[agents]]\nid = \"a\"\nrole = \"A\"\n[[tasks]]\nid = \"t\"\ndescription = \"Do it.\"\nagent = \"a\"\n"), 0o600); err != nil {
 		t.Fatal(err)

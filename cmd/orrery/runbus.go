@@ -46,6 +46,11 @@ func (c *runCmd) checkBusFlags() error {
 	if c.events != "" && c.events != "jsonl" {
 		return &usageError{msg: fmt.Sprintf("--events accepts only jsonl, not %q: pass --events jsonl, or leave it out to print text", c.events)}
 	}
+	if c.events != "" && c.client != "" {
+		if _, err := hub.ParseAddress(hub.Client(c.client)); err != nil {
+			return &usageError{msg: fmt.Sprintf("--client %q cannot be a hub seat: name it with letters, digits and dashes, as client://NAME's NAME", c.client)}
+		}
+	}
 	if c.events == "" && c.client != "" {
 		fmt.Fprintf(c.env.stderr, "orrery: warning: --client %s has no effect without --events jsonl; add --events jsonl to take the hub seat\n", c.client)
 	}
@@ -92,13 +97,12 @@ func withTools(set *tool.Set, extra ...tool.Tool) *tool.Set {
 }
 
 // busKernel adds what the bus and crews need to the kernel's config (the
-// agent tools and the hub are openKernel's): usage events, models resolved
-// once per run, and for a crew its runner as the model "crew:PATH". A
+// agent tools and the hub are openKernel's): models resolved once per run,
+// and for a crew its runner as the model "crew:PATH". A
 // crew that does not validate is reported in cr.err.
 func (c *runCmd) busKernel(cr *crewRun) func(*kernel.Config) {
 	return func(kc *kernel.Config) {
 		models := cachedModels(kc.Models)
-		kc.UsageEvents = c.events != ""
 		kc.Models = models
 		if cr == nil {
 			return
@@ -216,7 +220,9 @@ func (c *runCmd) runEvents(ctx context.Context, sess *kernel.Session, h *hub.Hub
 	if err := br.Started(target); err != nil {
 		return err
 	}
-	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions()})
+	// The run logs orrery.usage after each model call, for cost.updated;
+	// other runs on this kernel (its clients') do not.
+	res, err := sess.Send(ctx, kernel.SendInput{Text: prompt, Permissions: c.permissions(), UsageEvents: true})
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ import (
 // (or a person's client attached to the session answers it).
 
 // admit judges the holder of the data dir before orrery run joins it.
-// What cannot be its client: a crew and --events jsonl (they need a
-// kernel of their own), and a run in a new session in a directory the
+// What cannot be its client: a crew (it needs a kernel of its own), and a
+// run in a new session in a directory the
 // holder does not take as a workspace. When the holder is another orrery
 // run, which ends by itself, such a run waits for the data dir, saying so
 // once on stderr; when it is one that stays (serve, the terminal UI, acp),
@@ -69,8 +69,6 @@ func (c *runCmd) unjoinable(o datadir.Owner) string {
 	switch {
 	case c.target != "":
 		return "a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's)"
-	case c.events != "":
-		return "orrery run --events jsonl needs a kernel of its own (the bus answers questions and carries hub verbs as that kernel's own seat)"
 	case c.session != "" || len(o.Roots) == 0:
 		return "" // an existing session works where it always has
 	}
@@ -86,7 +84,7 @@ func (c *runCmd) unjoinable(o datadir.Owner) string {
 
 // fix is what to do about unjoinable, but a data dir of the run's own.
 func (c *runCmd) fix(o datadir.Owner) string {
-	if c.target != "" || c.events != "" {
+	if c.target != "" {
 		return "run it when the data dir is free"
 	}
 	return "run from inside one of " + strings.Join(o.Roots, ", ") + ", add this directory to [workspace] roots in that kernel's config and restart it"
@@ -94,17 +92,19 @@ func (c *runCmd) fix(o datadir.Owner) string {
 
 // clientOptions are the options orrery run dials the holder of its data dir
 // with. A pipe drops only when its holder stops, so it tries again only a
-// few times.
-func (c *runCmd) clientOptions(log *slog.Logger) client.Options {
-	return client.Options{Client: "orrery-run", Logger: log, MaxReconnects: 3}
+// few times. With --events the connection is the watching program's: it
+// names the program's hub seat, draws consent, and hands what reaches the
+// seat to rh.
+func (c *runCmd) clientOptions(log *slog.Logger, rh *remoteHub) client.Options {
+	o := client.Options{Client: "orrery-run", Logger: log, MaxReconnects: 3}
+	if c.events != "" {
+		o.Client, o.Draws, o.OnHubMessage = c.busSeat(), []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawConsent}, rh.onMessage
+	}
+	return o
 }
 
 // runClient runs the prompt on the kernel j.cl is a client of.
-func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined) error {
-	if c.events != "" {
-		return &exitCodeError{code: exitError, err: fmt.Errorf("the data dir %s is in use by %s, and orrery run --events jsonl needs a kernel of its own (the bus answers questions and carries hub verbs as that kernel's own seat): "+
-			"run it when the data dir is free, or give it a data dir of its own with --data DIR", cfg.Store.Data, j.owner)}
-	}
+func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh *remoteHub) error {
 	cl := j.cl
 	// Requests that must be answered even after a Ctrl-C.
 	bg := context.WithoutCancel(ctx)
@@ -130,6 +130,9 @@ func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined) err
 		if err != nil {
 			return fmt.Errorf("%s holds the data dir %s and did not start a session for this run: %w (or give orrery run a data dir of its own with --data DIR)", j.owner, cfg.Store.Data, err)
 		}
+	}
+	if c.events != "" {
+		return c.runEventsClient(ctx, cl, rh, session)
 	}
 	page, err := cl.Read(bg, session, 0, 1)
 	if err != nil {

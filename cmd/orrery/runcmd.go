@@ -101,7 +101,8 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	// This process's own kernel when the data dir is free; else the
 	// holder's, as its client (runclient.go).
 	log := newLogger(c.env, slog.LevelWarn)
-	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log), func() (*embedded, error) {
+	rh := &remoteHub{}
+	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log, rh), func() (*embedded, error) {
 		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(nil))
 	}, c.admit(cfg))
 	if err != nil {
@@ -109,7 +110,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	}
 	if j.cl != nil {
 		defer j.cl.Close()
-		return c.runClient(ctx, cfg, j)
+		return c.runClient(ctx, cfg, j, rh)
 	}
 	h, err := hold(c.env, cfg, c.common.configPath, j.k, "orrery run", log)
 	if err != nil {
