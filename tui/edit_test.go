@@ -348,3 +348,30 @@ func benchKeystroke(b *testing.B, focus bool) {
 		_ = m.View()
 	}
 }
+
+// BenchmarkTypeIntoLongText is one character typed at the end of a
+// composer that already holds 100,000, and the screen drawn after it, as
+// Bubble Tea draws it after every key (a paste that arrives as keys,
+// without bracketed paste, is that many such keys). Its baseline,
+// BenchmarkTypeIntoLongTextBaseline, types into an empty composer: the
+// ratio is what the text already there costs each key, which should be
+// nothing (it was the whole text's grapheme boundaries and its wrapping,
+// each key: a 100 KB paste took minutes).
+func BenchmarkTypeIntoLongText(b *testing.B) { benchTypeInto(b, 100_000) }
+
+// BenchmarkTypeIntoLongTextBaseline is BenchmarkTypeIntoLongText's baseline.
+func BenchmarkTypeIntoLongTextBaseline(b *testing.B) { benchTypeInto(b, 0) }
+
+func benchTypeInto(b *testing.B, n int) {
+	m := tui.New(tui.Options{})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	if n > 0 {
+		m.Update(tea.PasteMsg{Content: strings.Repeat("lorem ipsum ", n/12+1)[:n]})
+	}
+	a := tea.KeyPressMsg{Code: 'a', Text: "a"}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Update(a)
+		_ = m.View()
+	}
+}

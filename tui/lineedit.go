@@ -21,6 +21,17 @@ type lineEdit struct {
 	buf []rune
 	pos int // the cursor: a rune index on a grapheme boundary, 0…len(buf)
 	off int // the first rune drawn when view scrolls sideways, on a grapheme boundary
+	// edited is the lowest rune index whose text changed since the
+	// composer last laid the text out in rows, or -1 when nothing did
+	// (the zero value, 0, has it lay out everything).
+	edited int
+}
+
+// touch records a change of the text at rune index i and after.
+func (l *lineEdit) touch(i int) {
+	if l.edited < 0 || i < l.edited {
+		l.edited = max(i, 0)
+	}
 }
 
 // newLineEdit returns an editor holding s with the cursor at pos (a rune
@@ -42,6 +53,7 @@ func (l *lineEdit) String() string { return string(l.buf) }
 func (l *lineEdit) set(s string) {
 	l.buf = []rune(s)
 	l.pos, l.off = len(l.buf), 0
+	l.touch(0)
 }
 
 // bounds returns the grapheme boundaries of the text as rune indexes,
@@ -164,6 +176,7 @@ func (l *lineEdit) cut(i, j int) {
 		return
 	}
 	l.buf = append(l.buf[:i], l.buf[j:]...)
+	l.touch(i)
 	l.pos = i
 	l.snap()
 }
@@ -174,9 +187,39 @@ func (l *lineEdit) insert(s string) {
 		return
 	}
 	r := []rune(s)
-	l.buf = append(l.buf[:l.pos], append(r, l.buf[l.pos:]...)...)
+	at := l.pos
+	l.touch(at)
+	if at == len(l.buf) {
+		l.buf = append(l.buf, r...)
+	} else {
+		l.buf = append(l.buf[:at], append(r, l.buf[at:]...)...)
+	}
 	l.pos += len(r)
+	if l.plainAround(at, len(r)) {
+		// Every rune of the text and its neighbours is a grapheme of its
+		// own, so the cursor is on a boundary already: typing (or a paste
+		// that arrives as keys) costs what it inserts, not the whole text.
+		return
+	}
 	l.snap()
+}
+
+// plainAround reports whether the n runes inserted at at, the rune before
+// them and the rune after them are all ASCII other than CR, and the
+// scroll offset is not after them: then no grapheme boundary moved (an
+// ASCII character never joins the one before it unless that is a CR or a
+// prepended mark, which is not ASCII).
+func (l *lineEdit) plainAround(at, n int) bool {
+	if l.off > at {
+		return false
+	}
+	lo, hi := max(at-1, 0), min(at+n+1, len(l.buf))
+	for _, r := range l.buf[lo:hi] {
+		if r >= utf8.RuneSelf || r == '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // The composer's names for the moves it shares with every field.

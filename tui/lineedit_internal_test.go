@@ -181,6 +181,9 @@ func FuzzLineEdit(f *testing.F) {
 	f.Add("héllo 世界", "\x01\x01x\x02\x03\x04", 7)
 	f.Add("e\u0301👩\u200d💻🇫🇷", "\x01\x05\x06\x07\x08y", 3)
 	f.Add("a\nb\nc", "\x09\x0a\x0b\x0c", 1)
+	f.Add("x\r", "\n", 5)                   // CR LF is one grapheme
+	f.Add("e\u0301", "\x01\x01a", 5)        // a letter typed before a combining mark
+	f.Add("abc\u0915", "\x01\x01\x01zz", 3) // typed where the view has scrolled
 	keys := []string{"", "left", "right", "home", "end", "alt+left", "alt+right", "backspace", "delete", "ctrl+w", "ctrl+u", "ctrl+k", "alt+backspace"}
 	f.Fuzz(func(t *testing.T, text, script string, w int) {
 		w = max(1, w%40)
@@ -191,8 +194,8 @@ func FuzzLineEdit(f *testing.F) {
 			} else {
 				l.insert(string(r))
 			}
-			if !slices.Contains(l.bounds(), l.pos) {
-				t.Fatalf("the cursor %d is not on a grapheme boundary of %q", l.pos, l.String())
+			if b := l.bounds(); !slices.Contains(b, l.pos) || !slices.Contains(b, l.off) {
+				t.Fatalf("the cursor %d or the scroll offset %d is not on a grapheme boundary of %q", l.pos, l.off, l.String())
 			}
 			if got := width(l.view(w, true)); got > w {
 				t.Fatalf("view(%d) of %q is %d cells wide", w, l.String(), got)
