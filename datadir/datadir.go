@@ -33,12 +33,10 @@ const (
 	// OwnerFile describes the holder (Owner, as JSON); it is removed when
 	// the holder releases the lock.
 	OwnerFile = "owner.json"
-	// PipeFile is the Unix socket the holder serves its clients on.
+	// PipeFile is the Unix socket the holder serves its clients on, when
+	// the data dir's path is short enough (PipePath).
 	PipeFile = "orrery.sock"
 )
-
-// PipePath returns where the holder of dir serves its pipe: dir/orrery.sock.
-func PipePath(dir string) string { return filepath.Join(dir, PipeFile) }
 
 // Owner describes the process that holds a data dir. The zero value of a
 // field means the holder has not said (a holder that is still starting has

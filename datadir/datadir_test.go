@@ -33,7 +33,7 @@ func TestHelperProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("a helper process of the other tests")
 	}
-	l, err := datadir.Acquire(dir, datadir.Owner{Command: "helper", Listen: "http://127.0.0.1:1", Pipe: datadir.PipePath(dir)})
+	l, err := datadir.Acquire(dir, datadir.Owner{Command: "helper", Listen: "http://127.0.0.1:1", Pipe: pipePath(t, dir)})
 	if os.Getenv(helperModeEnv) == "try" {
 		switch {
 		case err == nil:
@@ -116,7 +116,7 @@ func TestAcquireWritesOwner(t *testing.T) {
 	}
 
 	if err := l.Update(func(o *datadir.Owner) {
-		o.Listen, o.Pipe, o.Roots = "http://127.0.0.1:7411", datadir.PipePath(dir), []string{"/src"}
+		o.Listen, o.Pipe, o.Roots = "http://127.0.0.1:7411", pipePath(t, dir), []string{"/src"}
 		o.PID = 1 // not the caller's to change
 	}); err != nil {
 		t.Fatalf("Update() = %v", err)
@@ -144,7 +144,7 @@ func TestAcquireWritesOwner(t *testing.T) {
 // Close frees the dir for the next.
 func TestAcquireInProcess(t *testing.T) {
 	dir := t.TempDir()
-	first, err := datadir.Acquire(dir, datadir.Owner{Command: "first", Pipe: datadir.PipePath(dir)})
+	first, err := datadir.Acquire(dir, datadir.Owner{Command: "first", Pipe: pipePath(t, dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestAcquireInProcess(t *testing.T) {
 	if !errors.As(err, &held) || !errors.Is(err, datadir.ErrHeld) {
 		t.Fatalf("a second Acquire() = %v, want a *HeldError", err)
 	}
-	if held.Owner == nil || held.Owner.PID != os.Getpid() || held.Owner.Command != "first" || held.Owner.Pipe != datadir.PipePath(dir) {
+	if held.Owner == nil || held.Owner.PID != os.Getpid() || held.Owner.Command != "first" || held.Owner.Pipe != pipePath(t, dir) {
 		t.Errorf("HeldError.Owner = %+v, want the first holder", held.Owner)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "first (pid ") || !strings.Contains(msg, dir) {
@@ -288,7 +288,7 @@ func TestAcquireFullDisk(t *testing.T) {
 	}
 
 	fill.Free()
-	if err := l.Update(func(o *datadir.Owner) { o.Pipe = datadir.PipePath(dir) }); err != nil {
+	if err := l.Update(func(o *datadir.Owner) { o.Pipe = pipePath(t, dir) }); err != nil {
 		t.Fatalf("Update() with room again = %v, want nil", err)
 	}
 	if err := l.OwnerErr(); err != nil {
@@ -297,4 +297,14 @@ func TestAcquireFullDisk(t *testing.T) {
 	if o, err := datadir.ReadOwner(dir); err != nil || o == nil || o.PID != os.Getpid() || o.Command != "orrery sessions" {
 		t.Errorf("ReadOwner() after the Update = %+v, %v, want this process, orrery sessions", o, err)
 	}
+}
+
+// pipePath is datadir.PipePath, failing the test on an error.
+func pipePath(t testing.TB, dir string) string {
+	t.Helper()
+	p, err := datadir.PipePath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

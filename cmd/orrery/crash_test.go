@@ -43,6 +43,7 @@ func TestBinary(t *testing.T) {
 	t.Run("RunHolds", func(t *testing.T) { t.Parallel(); testRunHolds(t, bin) })
 	t.Run("RunWaits", func(t *testing.T) { t.Parallel(); testRunWaits(t, bin) })
 	t.Run("ClientFullDisk", func(t *testing.T) { t.Parallel(); testClientFullDisk(t, bin) })
+	t.Run("DeepDataDir", func(t *testing.T) { t.Parallel(); testDeepDataDir(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

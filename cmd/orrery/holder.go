@@ -83,7 +83,11 @@ func embedOrJoin(ctx context.Context, cfg config.Config, copts client.Options, o
 			// The holder says it serves its pipe: it is at the data dir's
 			// own place, whatever the file says (it describes, it grants
 			// nothing).
-			cl, err := client.Dial(ctx, "pipe:"+datadir.PipePath(cfg.Store.Data), copts)
+			path, err := datadir.PipePath(cfg.Store.Data)
+			if err != nil {
+				return joined{}, fmt.Errorf("%s holds the data dir %s: %w", o, cfg.Store.Data, err)
+			}
+			cl, err := client.Dial(ctx, "pipe:"+path, copts)
 			if err == nil {
 				return joined{cl: cl, owner: *o}, nil
 			}
@@ -187,7 +191,10 @@ type holderPipe struct {
 // serveHolderPipe serves srv on dir's pipe until Close, or until srv is
 // closed.
 func serveHolderPipe(srv *server.Server, dir string) (*holderPipe, error) {
-	path := datadir.PipePath(dir)
+	path, err := datadir.PipePath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("serve the data dir's pipe, for the other orrery commands on it: %w", err)
+	}
 	ln, err := server.ListenPipe(path)
 	if err != nil {
 		return nil, fmt.Errorf("serve the data dir's pipe, for the other orrery commands on it: %w", err)
@@ -357,7 +364,11 @@ func dialDataDir(ctx context.Context, dir string, copts client.Options) *client.
 	if err != nil || o == nil || o.Pipe == "" {
 		return nil
 	}
-	cl, err := client.Dial(ctx, "pipe:"+datadir.PipePath(dir), copts)
+	path, err := datadir.PipePath(dir)
+	if err != nil {
+		return nil
+	}
+	cl, err := client.Dial(ctx, "pipe:"+path, copts)
 	if err != nil {
 		return nil
 	}

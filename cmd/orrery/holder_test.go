@@ -172,7 +172,7 @@ func dialPipe(t *testing.T, dir string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	cl, err := client.Dial(ctx, "pipe:"+datadir.PipePath(dir), client.Options{Client: "test"})
+	cl, err := client.Dial(ctx, "pipe:"+pipePath(t, dir), client.Options{Client: "test"})
 	if err != nil {
 		t.Fatalf("dial the pipe of %s: %v", dir, err)
 	}
@@ -262,8 +262,8 @@ func testTwoServes(t *testing.T, bin string) {
 	data := t.TempDir()
 	first := serve(t, bin, env, "--data", data)
 	o := waitOwner(t, data)
-	if o.PID != first.cmd.Process.Pid || o.Command != "orrery serve" || o.Listen != first.url || o.Pipe != datadir.PipePath(data) {
-		t.Errorf("owner file = %+v, want orrery serve pid %d at %s with pipe %s", o, first.cmd.Process.Pid, first.url, datadir.PipePath(data))
+	if o.PID != first.cmd.Process.Pid || o.Command != "orrery serve" || o.Listen != first.url || o.Pipe != pipePath(t, data) {
+		t.Errorf("owner file = %+v, want orrery serve pid %d at %s with pipe %s", o, first.cmd.Process.Pid, first.url, pipePath(t, data))
 	}
 	if st, err := os.Stat(filepath.Join(data, datadir.OwnerFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("the owner file: %v, mode %v; want 0600", err, st.Mode())
@@ -274,7 +274,7 @@ func testTwoServes(t *testing.T, bin string) {
 	}
 	for _, cmd := range []string{"serve", "node"} {
 		r := orrery(t, bin, env, cmd, "--listen", "127.0.0.1:0", "--data", data)
-		for _, want := range []string{"in use by orrery serve", "pid " + strconv.Itoa(first.cmd.Process.Pid), first.url, datadir.PipePath(data), "--connect", "another --data"} {
+		for _, want := range []string{"in use by orrery serve", "pid " + strconv.Itoa(first.cmd.Process.Pid), first.url, pipePath(t, data), "--connect", "another --data"} {
 			if r.code != 1 || !strings.Contains(r.stderr, want) {
 				t.Errorf("a second orrery %s = %d, stderr %q; want 1 and %q", cmd, r.code, r.stderr, want)
 			}
@@ -496,7 +496,7 @@ func testRunHolds(t *testing.T, bin string) {
 		t.Errorf("owner file = %+v, want orrery run (pid %d)", o, a.cmd.Process.Pid)
 	}
 	r := orrery(t, bin, env, "serve", "--listen", "127.0.0.1:0", "--data", data)
-	if r.code != 1 || !strings.Contains(r.stderr, "in use by orrery run (pid "+strconv.Itoa(a.cmd.Process.Pid)) || !strings.Contains(r.stderr, datadir.PipePath(data)) {
+	if r.code != 1 || !strings.Contains(r.stderr, "in use by orrery run (pid "+strconv.Itoa(a.cmd.Process.Pid)) || !strings.Contains(r.stderr, pipePath(t, data)) {
 		t.Errorf("orrery serve on a dir orrery run holds = %d, stderr %q; want 1 naming orrery run and its pipe", r.code, r.stderr)
 	}
 	cl := dialPipe(t, data)
@@ -518,7 +518,7 @@ func testRunHolds(t *testing.T, bin string) {
 	if !a.running() {
 		t.Fatal("the holder exited while its client's run was in flight")
 	}
-	cl2, err := client.Dial(context.Background(), "pipe:"+datadir.PipePath(data), client.Options{})
+	cl2, err := client.Dial(context.Background(), "pipe:"+pipePath(t, data), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,4 +647,37 @@ func testClientFullDisk(t *testing.T, bin string) {
 	if r := run("--session", id, "-p", "back"); r.code != 0 || !strings.Contains(r.stdout, `You said: "back"`) {
 		t.Errorf("orrery run with room again = %d, stdout %q, stderr %q; want 0 and the answer", r.code, r.stdout, r.stderr)
 	}
+}
+
+// pipePath is datadir.PipePath, failing the test on an error.
+func pipePath(t testing.TB, dir string) string {
+	t.Helper()
+	p, err := datadir.PipePath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testDeepDataDir serves a data dir too deep for a Unix socket inside it:
+// the pipe goes in the user's private directory under /tmp instead, and
+// orrery run and orrery sessions on that dir find the holder there.
+func testDeepDataDir(t *testing.T, bin string) {
+	env := environ(t)
+	ws := t.TempDir()
+	data := filepath.Join(t.TempDir(), strings.Repeat("deep", 15), strings.Repeat("er", 20), "data")
+	s := serveIn(t, bin, env, ws, "--data", data, "--model", "offline")
+	o := waitOwner(t, data)
+	if want := pipePath(t, data); o.Pipe != want || strings.HasPrefix(o.Pipe, data) {
+		t.Errorf("owner file's pipe = %q, want %q, outside the data dir", o.Pipe, want)
+	}
+	r := orreryIn(t, bin, env, ws, "run", "--data", data, "--model", "offline", "-p", "hello")
+	if r.code != 0 || !strings.Contains(r.stdout, `You said: "hello"`) {
+		t.Errorf("orrery run on the deep data dir = %d, stdout %q, stderr %q; want the holder's answer", r.code, r.stdout, r.stderr)
+	}
+	r = orreryIn(t, bin, env, ws, "sessions", "--data", data, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, "ses_") {
+		t.Errorf("orrery sessions on the deep data dir = %d, stdout %q, stderr %q; want the run's session", r.code, r.stdout, r.stderr)
+	}
+	s.kill()
 }
