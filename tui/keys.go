@@ -28,8 +28,10 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m.pickerKey(s)
 	}
 	if m.scr.consent != nil {
-		if cmd, ok := m.consentKey(s); ok {
-			return m, cmd
+		// A waiting consent request takes every key but the transcript's
+		// scrolling: nothing typed reaches the composer, whose draft stays.
+		if s != "pgup" && s != "pgdown" {
+			return m, m.consentKey(s)
 		}
 	} else if m.scr.question != nil && m.scr.focus == "" {
 		if cmd, ok := m.inputKey(s); ok {
@@ -93,37 +95,57 @@ func (m *Model) pickerKey(s string) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// consentKey answers the pending consent request: y, a, n or 1–3 pick an
-// option at once; ←/→ move and Enter answers. Other keys are left to the
-// composer only when they are not one of these.
-func (m *Model) consentKey(s string) (tea.Cmd, bool) {
+// consentKey answers the pending consent request: 1–3 pick an option at
+// once, ←/→ (Tab) move the highlight, which starts on Deny, and Enter
+// answers it; Esc denies; ↑/↓ scroll a long request. No letter answers,
+// so a person typing when the request appears answers nothing; what does
+// not answer is swallowed, and the request says to answer it first.
+func (m *Model) consentKey(s string) tea.Cmd {
 	c := m.scr.consent
+	n := max(1, len(c.Options))
 	pick := -1
 	switch s {
-	case "left", "up", "shift+tab":
-		m.scr.consentChoice = (m.scr.consentChoice + len(c.Options) - 1) % max(1, len(c.Options))
-		return nil, true
-	case "right", "down", "tab":
-		m.scr.consentChoice = (m.scr.consentChoice + 1) % max(1, len(c.Options))
-		return nil, true
+	case "left", "shift+tab":
+		m.scr.consentChoice = (m.scr.consentChoice + n - 1) % n
+		return nil
+	case "right", "tab":
+		m.scr.consentChoice = (m.scr.consentChoice + 1) % n
+		return nil
+	case "up":
+		m.scr.consentScroll = max(0, m.scr.consentScroll-1)
+		return nil
+	case "down":
+		m.scr.consentScroll++
+		return nil
 	case "enter":
 		pick = m.scr.consentChoice
-	case "1", "2", "3":
-		pick = int(s[0] - '1')
+	case "esc":
+		pick = denyChoice(c)
 	default:
-		for i, o := range c.Options {
-			if consentKey(o.ID) == s {
-				pick = i
-			}
+		if len(s) == 1 && s[0] >= '1' && s[0] <= '9' {
+			pick = int(s[0] - '1')
 		}
 	}
 	if pick < 0 || pick >= len(c.Options) {
-		return nil, false
+		m.scr.consentNudge = true
+		return nil
 	}
 	opt := c.Options[pick].ID
 	req := &protocol.ConsentAnswer{Envelope: protocol.Envelope{T: "consent.answer"}, Session: m.session, Request: c.Request, Option: opt}
 	m.notice("answered " + opt)
-	return m.do("consent", req, ""), true
+	return m.do("consent", req, "")
+}
+
+// denyChoice is the index of c's deny option: the safest, where the
+// highlight starts and what Esc answers (the last option when none is
+// called deny).
+func denyChoice(c *consentReq) int {
+	for i, o := range c.Options {
+		if o.ID == "deny" {
+			return i
+		}
+	}
+	return len(c.Options) - 1
 }
 
 // cycleFocus is F6: the next surface, then back to the composer.

@@ -240,10 +240,17 @@ func TestConsentAndDismiss(t *testing.T) {
 
 	l.typeText("run `echo hi`")
 	l.press(keyEnter)
-	l.until("the consent prompt", contains("⚠ CONSENT", "[n] Deny"))
-	l.press(tea.KeyPressMsg{Code: 'n', Text: "n"})
+	l.until("the consent prompt", contains("⚠ CONSENT", "❯ [3] Deny", "paused: the request above takes the keys"))
+	// Typing while it waits answers nothing and reaches no composer; the
+	// highlight starts on Deny, which Enter takes.
+	l.typeText("stay")
+	s := l.until("the nudge", contains("answer this first", "❯ [3] Deny"))
+	if strings.Contains(s, "› stay") || strings.Contains(s, "answered") {
+		t.Errorf("the typed text went to the composer or answered the request:\n%s", s)
+	}
+	l.press(keyEnter)
 	l.until("the denial", contains("consent denied", "idle"))
-	s := l.m.Screen()
+	s = l.m.Screen()
 	for _, line := range strings.Split(s, "\n") {
 		if strings.Contains(line, "│ hi ") && strings.TrimSpace(strings.Split(line, "│ hi ")[1]) == "│" {
 			t.Errorf("the command ran though consent was denied:\n%s", s)
@@ -363,5 +370,33 @@ func TestLocalSessionOutsideRoots(t *testing.T) {
 	s := l.until("a session, and why it is not in this directory", contains("orrery · ses_", "attached", "works in the kernel's own directory, not /", "outside the workspace roots"))
 	if !strings.Contains(s, "idle") {
 		t.Errorf("the screen = %s, want an idle session", s)
+	}
+}
+
+// TestConsentModal: a consent request takes the keys while it waits. A
+// draft typed before it stays in the composer untouched; a command longer
+// than the screen is wrapped whole, its end visible, never cut; letters
+// answer nothing, ←/→ move the highlight, and Esc denies.
+func TestConsentModal(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	long := "echo " + strings.Repeat("word ", 30) + "; rm -rf ./important"
+	l.typeText("run `" + long + "`")
+	l.press(keyEnter)
+	l.until("the consent prompt", contains("⚠ CONSENT", "❯ [3] Deny"))
+	s := l.until("the whole command", contains("rm -rf ./important)?"))
+	if strings.Contains(s, "…)?") {
+		t.Errorf("the command is cut:\n%s", s)
+	}
+	l.typeText("yay")
+	l.press(tea.KeyPressMsg{Code: tea.KeyLeft})
+	l.until("the highlight moved", contains("❯ [2] Allow"))
+	if strings.Contains(l.m.Screen(), "answered") {
+		t.Errorf("a letter answered the request:\n%s", l.m.Screen())
+	}
+	l.press(keyEsc)
+	l.until("the denial", contains("consent denied", "idle"))
+	if s := l.m.Screen(); strings.Contains(s, "› yay") {
+		t.Errorf("keys typed at the request reached the composer:\n%s", s)
 	}
 }

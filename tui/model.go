@@ -544,7 +544,8 @@ func (m *Model) custom(e *protocol.Custom) {
 	case "orrery.consent.requested":
 		var c consentReq
 		if json.Unmarshal(e.Value, &c) == nil && c.Request != "" {
-			m.scr.consent, m.scr.consentChoice = &c, 0
+			m.scr.consent, m.scr.consentChoice = &c, denyChoice(&c)
+			m.scr.consentScroll, m.scr.consentNudge = 0, false
 		}
 	case "orrery.consent.resolved":
 		var r struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"charm.land/lipgloss/v2"
@@ -46,6 +47,8 @@ type screen struct {
 
 	consent       *consentReq
 	consentChoice int
+	consentScroll int  // the first row of a long subject shown
+	consentNudge  bool // a key that does not answer was pressed while it waited
 
 	question       *inputReq // a question the kernel asks, drawn like consent
 	questionChoice int
@@ -326,8 +329,14 @@ func (s *screen) drawNodeFresh(n *node, w, h, cur int, e *edit) []string {
 	return lines
 }
 
+// maxConsentRows is the most rows a consent request's subject takes; a
+// longer one scrolls with ↑/↓.
+const maxConsentRows = 8
+
 // drawConsent draws the pending consent request in the host's own style:
-// a reversed banner the full width of the screen, never inside a box.
+// a reversed banner the full width of the screen, never inside a box. The
+// whole subject is shown, wrapped, never cut (a long one scrolls), and so
+// are the choices, with the keys that answer.
 func (s *screen) drawConsent(w int) []string {
 	c := s.consent
 	if c == nil {
@@ -337,40 +346,53 @@ func (s *screen) drawConsent(w int) []string {
 	if c.Subject != "" {
 		what += "(" + termtext.StripLine(c.Subject) + ")"
 	}
-	out := []string{hostConsent.Render(fit(" ⚠ CONSENT · orrery asks: allow "+what+"?", w))}
+	rows := wrap(" ⚠ CONSENT · orrery asks: allow "+what+"?", w)
+	var out []string
+	if len(rows) > maxConsentRows {
+		first := min(max(0, s.consentScroll), len(rows)-maxConsentRows)
+		for _, r := range rows[first : first+maxConsentRows] {
+			out = append(out, hostConsent.Render(fit(r, w)))
+		}
+		out = append(out, styleDim.Render(fit(fmt.Sprintf("   ↑/↓ scroll the request: rows %d–%d of %d", first+1, first+maxConsentRows, len(rows)), w)))
+	} else {
+		for _, r := range rows {
+			out = append(out, hostConsent.Render(fit(r, w)))
+		}
+	}
 	if c.Rule != "" {
 		because := "   asked because of "
 		if c.Part != "" {
 			because = "   asked because " // the rule is a sentence naming the part
 		}
-		out = append(out, styleDim.Render(fit(because+termtext.StripLine(c.Rule), w)))
+		for _, r := range wrap(because+termtext.StripLine(c.Rule), w) {
+			out = append(out, styleDim.Render(fit(r, w)))
+		}
 	}
 	var opts []string
 	for i, o := range c.Options {
-		key := consentKey(o.ID)
-		label := "[" + key + "] " + termtext.StripLine(o.Label)
+		label := "[" + strconv.Itoa(i+1) + "] " + termtext.StripLine(o.Label)
 		if i == s.consentChoice {
-			label = hostConsent.Render("❯ " + label)
+			label = "❯ " + label
 		} else {
 			label = "  " + label
 		}
 		opts = append(opts, label)
 	}
-	out = append(out, fit("  "+strings.Join(opts, "  ")+"   ←/→ Enter", w))
-	return out
-}
-
-// consentKey is the key that picks a consent option.
-func consentKey(option string) string {
-	switch option {
-	case "allow_once":
-		return "y"
-	case "allow_session":
-		return "a"
-	case "deny":
-		return "n"
+	line := "  " + strings.Join(opts, "  ") + "   ←/→ Enter · Esc denies"
+	for _, r := range wrap(line, w) {
+		// The highlighted choice in reverse, wherever the row breaks.
+		if i := strings.Index(r, "❯ "); i >= 0 && s.consentChoice < len(c.Options) {
+			label := "❯ [" + strconv.Itoa(s.consentChoice+1) + "] " + termtext.StripLine(c.Options[s.consentChoice].Label)
+			if j := strings.Index(r[i:], label); j == 0 {
+				r = r[:i] + hostConsent.Render(label) + r[i+len(label):]
+			}
+		}
+		out = append(out, r)
 	}
-	return "?"
+	if s.consentNudge {
+		out = append(out, styleNotice.Render(fit("   answer this first: the composer waits, and your draft is kept", w)))
+	}
+	return out
 }
 
 // drawInput draws the composer: the host's prompt on every line.
@@ -379,6 +401,22 @@ func (s *screen) drawInput(w int) []string {
 	hint := "Enter send · Ctrl-J newline · Tab complete · F6 panes · /ui · Ctrl-C cancel/quit"
 	if s.running {
 		hint = "Enter steers the run · Ctrl-C cancels it · F6 panes"
+	}
+	if s.consent != nil {
+		// Paused while a consent request waits: keys go to the request.
+		hint = "paused: the request above takes the keys · your draft is kept"
+		out = append(out, styleDim.Render(fit(strings.Repeat("─", 2)+" "+hint+" ", w)))
+		for i, l := range s.input {
+			p := "  "
+			if i == 0 {
+				p = "› "
+			}
+			out = append(out, styleDim.Render(p+fit(termtext.Strip(l), w-2)))
+		}
+		if len(s.input) == 0 {
+			out = append(out, styleDim.Render("› "+strings.Repeat(" ", w-2)))
+		}
+		return out
 	}
 	out = append(out, styleDim.Render(fit(strings.Repeat("─", 2)+" "+hint+" ", w)))
 	for i, l := range s.input {

@@ -41,8 +41,10 @@ func TestTUIInTmux(t *testing.T) {
 
 	tm("send-keys", "-t", "t:app", "-l", "run `echo hi`")
 	tm("send-keys", "-t", "t:app", "Enter")
-	waitFor("the consent prompt", has("⚠ CONSENT · orrery asks: allow shell(echo hi)?", "[y] Allow once"))
-	tm("send-keys", "-t", "t:app", "y")
+	waitFor("the consent prompt", has("⚠ CONSENT · orrery asks: allow shell(echo hi)?", "[1] Allow once", "❯ [3] Deny"))
+	tm("send-keys", "-t", "t:app", "y") // a letter answers nothing
+	waitFor("the nudge", has("answer this first", "❯ [3] Deny"))
+	tm("send-keys", "-t", "t:app", "1")
 	waitFor("the command's output", has("consent allowed", "│ hi", `Done: shell returned "hi\nexit status 0"`))
 
 	tm("resize-window", "-t", "t:app", "-x", "60", "-y", "30")
