@@ -242,7 +242,12 @@ func (h *Host) SessionLoaded(s *kernel.Session) {
 		for _, in := range start {
 			in.drawLoading(ctx)
 			if in.m.StartsWithSession() {
-				go in.ensure(ctx)
+				// Counted before it starts, while this goroutine still
+				// is: Close waits for it, and the Adds it makes come
+				// while the count is above zero, never beside Close's
+				// Wait at zero (which the race detector caught).
+				h.wg.Add(1)
+				go func() { defer h.wg.Done(); _, _ = in.ensure(ctx) }()
 			}
 		}
 	}()

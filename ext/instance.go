@@ -163,12 +163,19 @@ func (in *Instance) ensure(ctx context.Context) (*process, error) {
 		return p, p.waitLoaded(ctx)
 	}
 	p, err := in.spawnLocked()
+	if err == nil {
+		// Counted like every goroutine of the host, under in.mu as the
+		// process's own are, so that a shutdown (which marks in gone
+		// under in.mu) comes before it or waits for it, and its own Adds
+		// come while the count is above zero.
+		in.h.wg.Add(1)
+	}
 	in.mu.Unlock()
 	if err != nil {
 		in.stopped(p, err)
 		return nil, &kernel.RequestError{Msg: err.Error()}
 	}
-	go in.load(p)
+	go func() { defer in.h.wg.Done(); in.load(p) }()
 	return p, p.waitLoaded(ctx)
 }
 
