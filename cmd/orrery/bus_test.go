@@ -3,20 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,10 +29,10 @@ var update = flag.Bool("update", false, "rewrite the golden transcripts in testd
 
 func runMain() {
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, sig, stop := notifyContext()
 	code := run(ctx, e, os.Args[1:])
 	stop()
-	os.Exit(code)
+	os.Exit(exitAfter(code, sig()))
 }
 
 // busRun is orrery run --events jsonl in its own process.

@@ -178,13 +178,19 @@ func (s *server) kill() {
 // stop ends the process with SIGINT and returns its exit code.
 func (s *server) stop() int {
 	s.t.Helper()
-	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+	return s.stopWith(os.Interrupt)
+}
+
+// stopWith ends the process with sig and returns its exit code.
+func (s *server) stopWith(sig os.Signal) int {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("signal orrery serve: %v", err)
 	}
 	select {
 	case <-s.waited:
 	case <-time.After(waitLimit):
-		s.t.Errorf("orrery serve did not exit within %v of SIGINT", waitLimit)
+		s.t.Errorf("orrery serve did not exit within %v of %v", waitLimit, sig)
 		s.kill()
 	}
 	var ee *exec.ExitError
@@ -411,8 +417,8 @@ func testCrash(t *testing.T, bin string) {
 		}
 	}
 
-	if code := s.stop(); code != 0 {
-		t.Errorf("orrery serve exit code after SIGINT = %d, want 0", code)
+	if code := s.stop(); code != 130 {
+		t.Errorf("orrery serve exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 }
 
@@ -530,5 +536,20 @@ func testUsage(t *testing.T, bin string) {
 		if tc.code == 0 && !strings.Contains(out, "--") && len(tc.args) > 1 {
 			t.Errorf("orrery %q printed no flags: %q", tc.args, out)
 		}
+	}
+	// Listing sessions of a data dir that is not there makes none: a typo
+	// in --data is named, not hidden behind an empty new store.
+	missing := filepath.Join(data, "typo")
+	if r := orrery(t, bin, env, "sessions", "--data", missing); r.code != 1 || !strings.Contains(r.stderr, "no data dir at "+missing) {
+		t.Errorf("orrery sessions --data MISSING = %d, stderr %q; want 1 naming the missing dir", r.code, r.stderr)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("orrery sessions made the data dir %s", missing)
+	}
+	// A flag mistake is named in a line, with where the usage is: not the
+	// whole usage.
+	r := orrery(t, bin, env, "run", "--no-such-flag")
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) > 2 || !strings.Contains(r.stderr, `Run "orrery run --help" for its usage.`) {
+		t.Errorf("orrery run --no-such-flag printed %d lines: %q; want the mistake and where the usage is", len(lines), r.stderr)
 	}
 }

@@ -168,8 +168,8 @@ func testExt(t *testing.T, bin string) {
 		t.Errorf("ext restart without --session = %q", out)
 	}
 	pid := after.Extensions[0].PID
-	if code := srv.stop(); code != 0 {
-		t.Errorf("orrery serve exit %d after SIGINT, want 0", code)
+	if code := srv.stop(); code != 130 {
+		t.Errorf("orrery serve exit %d after SIGINT, want 130 (interrupted)", code)
 	}
 	// The host closed its extensions before the kernel: no process is left.
 	if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.Signal(0)) == nil {

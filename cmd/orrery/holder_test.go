@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,8 +298,8 @@ func testTwoServes(t *testing.T, bin string) {
 	if o := waitOwner(t, data); o.PID != next.cmd.Process.Pid || o.Listen != next.url {
 		t.Errorf("owner file after the restart = %+v, want the new server (pid %d)", o, next.cmd.Process.Pid)
 	}
-	if code := next.stop(); code != 0 {
-		t.Errorf("orrery serve exit code after SIGINT = %d, want 0", code)
+	if code := next.stop(); code != 130 {
+		t.Errorf("orrery serve exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 	if o, _ := datadir.ReadOwner(data); o != nil {
 		t.Errorf("owner file after a clean exit = %+v, want none", o)
@@ -462,15 +463,15 @@ func testClientsOfServe(t *testing.T, bin string) {
 	if err := w.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if code := w.exit(); code != 0 {
-		t.Errorf("orrery watch exit code after SIGINT = %d, want 0", code)
+	if code := w.exit(); code != 130 {
+		t.Errorf("orrery watch exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 
 	if strings.Contains(s.stderr.String(), "UNIQUE constraint") {
 		t.Errorf("the server logged a UNIQUE constraint failure:\n%s", s.stderr)
 	}
-	if code := s.stop(); code != 0 {
-		t.Errorf("orrery serve exit code after SIGINT = %d, want 0", code)
+	if code := s.stop(); code != 130 {
+		t.Errorf("orrery serve exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 }
 
@@ -679,5 +680,11 @@ func testDeepDataDir(t *testing.T, bin string) {
 	if r.code != 0 || !strings.Contains(r.stdout, "ses_") {
 		t.Errorf("orrery sessions on the deep data dir = %d, stdout %q, stderr %q; want the run's session", r.code, r.stdout, r.stderr)
 	}
-	s.kill()
+	// SIGTERM, how a service manager stops a server, is a clean stop.
+	if code := s.stopWith(syscall.SIGTERM); code != 0 {
+		t.Errorf("orrery serve exit code after SIGTERM = %d, want 0", code)
+	}
+	if _, err := os.Stat(o.Pipe); err == nil {
+		t.Errorf("the pipe %s is left after serve stopped", o.Pipe)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/getorrery/orrery/termtext"
@@ -83,10 +84,43 @@ func commands(e *env) map[string]command {
 
 func main() {
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, sig, stop := notifyContext()
 	code := run(ctx, e, os.Args[1:])
 	stop()
-	os.Exit(code)
+	os.Exit(exitAfter(code, sig()))
+}
+
+// notifyContext returns a context that SIGINT and SIGTERM end, and which of
+// them ended it (nil while none has).
+func notifyContext() (context.Context, func() os.Signal, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	go func() {
+		if s, ok := <-ch; ok {
+			got.Store(s)
+			cancel()
+		}
+	}()
+	return ctx, func() os.Signal {
+			s, _ := got.Load().(os.Signal)
+			return s
+		}, func() {
+			signal.Stop(ch)
+			cancel()
+		}
+}
+
+// exitAfter is the exit code of a command that returned code after sig
+// (nil: none came). One that Ctrl-C (SIGINT) stopped exits 130, as a shell
+// expects of an interrupted command, unless it failed otherwise; SIGTERM,
+// how a service manager stops a server, leaves a clean stop at 0.
+func exitAfter(code int, sig os.Signal) int {
+	if code == exitOK && sig == os.Interrupt {
+		return exitCancelled
+	}
+	return code
 }
 
 func run(ctx context.Context, e *env, args []string) int {
@@ -165,16 +199,45 @@ func newFlagSet(e *env, name, usage string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args, turning mistakes into usage errors.
+// parse parses args, which must be flags alone, turning mistakes into
+// usage errors.
 func parse(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q: run \"%s --help\"", fs.Arg(0), fs.Name())}
+	}
+	return nil
+}
+
+// parseFlags parses the flags of args up to the first positional one. A
+// mistake is answered by the flag package's line naming it and one line
+// saying where the usage is (exit 2); the whole usage is for --help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if !asksHelp(args) {
+		full := fs.Usage
+		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run \"%s --help\" for its usage.\n", fs.Name()) }
+		defer func() { fs.Usage = full }()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &exitCodeError{code: exitUsage, err: errors.New("")}
 	}
-	if fs.NArg() > 0 {
-		return &usageError{msg: fmt.Sprintf("unexpected argument %q: run \"%s --help\"", fs.Arg(0), fs.Name())}
-	}
 	return nil
+}
+
+// asksHelp reports whether args hold -h, -help or --help before any "--".
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }

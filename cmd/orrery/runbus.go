@@ -27,11 +27,8 @@ func (c *runCmd) registerBus(fs *flag.FlagSet) {
 // parseArgs parses flags before and after one positional argument, the
 // crew file.
 func (c *runCmd) parseArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitCodeError{code: exitUsage, err: errors.New("")}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		return nil

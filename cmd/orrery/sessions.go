@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,15 +29,28 @@ type sessionsCmd struct {
 func (c *sessionsCmd) Synopsis() string { return "list the sessions in the data dir" }
 
 func (c *sessionsCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlagSet(c.env, "sessions", "sessions [--json] [--data DIR]")
-	c.common.register(fs, false)
-	fs.BoolVar(&c.json, "json", false, "print the list as JSON, as the session.list request answers it")
-	if err := parse(fs, args); err != nil {
+	flags := newFlagSet(c.env, "sessions", "sessions [--json] [--data DIR]")
+	c.common.register(flags, false)
+	flags.BoolVar(&c.json, "json", false, "print the list as JSON, as the session.list request answers it")
+	if err := parse(flags, args); err != nil {
 		return err
 	}
 	cfg, err := c.common.load(c.env)
 	if err != nil {
 		return err
+	}
+	// Listing makes nothing: a data dir that is not there has no sessions,
+	// and one named on the command line that is not there is most likely
+	// a typo, which making an empty store would hide.
+	if _, err := os.Stat(cfg.Store.Data); errors.Is(err, fs.ErrNotExist) {
+		if c.common.data != "" {
+			return &exitCodeError{code: exitError, err: fmt.Errorf("no data dir at %s: check --data (orrery run or orrery serve makes one)", cfg.Store.Data)}
+		}
+		if c.json {
+			return json.NewEncoder(c.env.stdout).Encode(map[string]any{"sessions": []protocol.SessionSummary{}})
+		}
+		fmt.Fprintf(c.env.stderr, "no sessions in %s yet: start one with orrery run -p \"hello\"\n", cfg.Store.Data)
+		return nil
 	}
 	// The data dir's holder lists its sessions; when the dir is free this
 	// process holds it for as long as it reads the list.

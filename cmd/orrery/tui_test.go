@@ -361,8 +361,8 @@ func TestTUIDataDirInTmux(t *testing.T) {
 	}
 	tt.tm("send-keys", "-t", "t:app", "C-c")
 	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
-	if code := s.stop(); code != 0 {
-		t.Errorf("orrery serve exit code after SIGINT = %d, want 0", code)
+	if code := s.stop(); code != 130 {
+		t.Errorf("orrery serve exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 
 	// A free dir: the TUI holds it.

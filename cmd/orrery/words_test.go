@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -111,4 +113,24 @@ func FuzzSplitWords(f *testing.F) {
 			t.Fatalf("splitWords(joinWords(splitWords(%q))) = %q, %v, want %q", s, again, err, first)
 		}
 	})
+}
+
+// TestExitAfter: a command stopped by Ctrl-C exits 130 unless it failed
+// otherwise; SIGTERM leaves a clean stop at 0.
+func TestExitAfter(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		sig  os.Signal
+		want int
+	}{
+		{exitOK, nil, exitOK},
+		{exitOK, os.Interrupt, exitCancelled},
+		{exitOK, syscall.SIGTERM, exitOK},
+		{exitError, os.Interrupt, exitError},
+		{exitCancelled, os.Interrupt, exitCancelled},
+	} {
+		if got := exitAfter(tc.code, tc.sig); got != tc.want {
+			t.Errorf("exitAfter(%d, %v) = %d, want %d", tc.code, tc.sig, got, tc.want)
+		}
+	}
 }
