@@ -24,6 +24,7 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if s == "ctrl+c" {
 		return m.interrupt()
 	}
+	m.draftKept = false
 	if m.scr.picker != nil {
 		return m.pickerKey(s)
 	}
@@ -59,15 +60,31 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, m.composerKey(k)
 }
 
-// interrupt is Ctrl-C: it cancels the run in flight; with none (or a
+// interrupt is Ctrl-C: it cancels the run in flight; with none it puts a
+// draft away (into the history, where ↑ finds it); with neither (or a
 // second time) it quits.
 func (m *Model) interrupt() (tea.Model, tea.Cmd) {
-	if m.scr.running && !m.cancelSent && m.session != "" {
-		m.cancelSent = true
-		m.notice("cancelling the run; Ctrl-C again quits")
-		return m, m.do("cancel", &protocol.RunCancel{Envelope: protocol.Envelope{T: "run.cancel"}, Session: m.session}, "")
+	if cmd := m.cancelRun("cancelling the run; Ctrl-C again quits"); cmd != nil {
+		return m, cmd
+	}
+	if strings.TrimSpace(m.input.String()) != "" && !m.draftKept {
+		m.input.take()
+		m.draftKept = true
+		m.notice("the draft is put away (↑ brings it back); Ctrl-C again quits")
+		return m, nil
 	}
 	return m, tea.Quit
+}
+
+// cancelRun asks the kernel to cancel the run in flight, saying so, and
+// returns nil when there is none to cancel (or the cancel was sent).
+func (m *Model) cancelRun(say string) tea.Cmd {
+	if !m.scr.running || m.cancelSent || m.session == "" {
+		return nil
+	}
+	m.cancelSent = true
+	m.notice(say)
+	return m.do("cancel", &protocol.RunCancel{Envelope: protocol.Envelope{T: "run.cancel"}, Session: m.session}, "")
 }
 
 func (m *Model) pickerKey(s string) (tea.Model, tea.Cmd) {
@@ -299,7 +316,12 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 	case "tab":
 		return m.complete()
 	case "esc":
-		m.scr.list = nil
+		// Esc closes a listing; with none, it interrupts the run.
+		if m.scr.list != nil {
+			m.scr.list = nil
+		} else if cmd := m.cancelRun("cancelling the run (Esc)"); cmd != nil {
+			return cmd
+		}
 	default:
 		if !m.input.key(k.String()) && k.Text != "" {
 			m.input.insert(k.Text)
@@ -384,6 +406,7 @@ func (m *Model) submit() tea.Cmd {
 		return nil
 	}
 	m.scr.list = nil
+	m.scr.notices = nil // what they said was before this prompt
 	in := protocol.RunInput{Text: text}
 	root := m.workspace()
 	var remote []string

@@ -400,3 +400,59 @@ func TestConsentModal(t *testing.T) {
 		t.Errorf("keys typed at the request reached the composer:\n%s", s)
 	}
 }
+
+// TestCtrlCKeepsTheDraft: with no run in flight, a Ctrl-C puts a draft
+// away rather than quitting with it (↑ brings it back), and the next
+// Ctrl-C quits. Esc interrupts a run as the first Ctrl-C does, and a new
+// session starts without the old one's notices.
+func TestCtrlCKeepsTheDraft(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "slow.json")
+	chunks := make([]string, 200)
+	for i := range chunks {
+		chunks[i] = "tok "
+	}
+	data, _ := json.Marshal(map[string]any{"turns": []map[string]any{{"text": chunks, "delay_ms": 20}}})
+	if err := os.WriteFile(script, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "script:"+script)
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+
+	l.typeText("go slowly")
+	l.press(keyEnter)
+	l.until("the run in flight", contains("tok tok", "running"))
+	l.press(keyEsc)
+	l.until("the run cancelled by Esc", contains("cancelling the run (Esc)", "the run was cancelled", "idle"))
+
+	l.typeText("a draft worth keeping")
+	_, cmd := l.m.Update(keyCtrlC)
+	if cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			t.Fatal("Ctrl-C with a draft quit; want the draft put away")
+		}
+	}
+	s := l.until("the draft put away", contains("the draft is put away", "Ctrl-C again quits"))
+	if strings.Contains(s, "› a draft worth keeping") {
+		t.Errorf("the draft is still in the composer:\n%s", s)
+	}
+	l.press(tea.KeyPressMsg{Code: tea.KeyUp})
+	l.until("the draft back", contains("› a draft worth keeping"))
+
+	old := sessionOf(t, l.m.Screen())
+	l.press(tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}) // the line cleared
+	l.typeText("/new")
+	l.press(keyEnter)
+	s = l.until("a new session", func(s string) bool {
+		return strings.Contains(s, "idle") && strings.Contains(s, "ses_") && sessionOf(t, s) != old
+	})
+	if strings.Contains(s, "the draft is put away") || strings.Contains(s, "cancelling the run") {
+		t.Errorf("the old session's notices followed into the new one:\n%s", s)
+	}
+	_, cmd = l.m.Update(keyCtrlC)
+	if cmd == nil {
+		t.Fatal("Ctrl-C with an empty composer and no run did nothing; want it to quit")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Error("Ctrl-C with an empty composer and no run did not quit")
+	}
+}

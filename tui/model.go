@@ -103,6 +103,9 @@ type Model struct {
 
 	runID      string
 	cancelSent bool
+	// draftKept is set once Ctrl-C put a draft away: the next Ctrl-C quits.
+	// Any other key clears it.
+	draftKept bool
 	lastApply  time.Time
 	applyDue   bool
 	// OnDraw, when set, is called after each draw with the time the oldest
@@ -421,6 +424,8 @@ func (m *Model) resetSession(id string) {
 	m.scr.edits = nil
 	m.scr.focus, m.scr.scroll = "", 0
 	m.scr.running, m.runID, m.cancelSent = false, "", false
+	// Notices were about the session left: they do not follow into this one.
+	m.scr.notices = nil
 	m.updateStatus()
 }
 
