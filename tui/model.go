@@ -106,8 +106,8 @@ type Model struct {
 	// draftKept is set once Ctrl-C put a draft away: the next Ctrl-C quits.
 	// Any other key clears it.
 	draftKept bool
-	lastApply  time.Time
-	applyDue   bool
+	lastApply time.Time
+	applyDue  bool
 	// OnDraw, when set, is called after each draw with the time the oldest
 	// frame in it arrived (zero when the draw had no new frame).
 	OnDraw  func(arrived time.Time)
@@ -412,6 +412,11 @@ func (m *Model) Screen() string {
 
 // resetSession empties what the model holds for a new session.
 func (m *Model) resetSession(id string) {
+	if m.session != "" && m.session != id {
+		// Notices were about the session left: they do not follow into
+		// this one (those said while the first one opened stay).
+		m.scr.notices = nil
+	}
 	m.session = id
 	m.state = client.NewState()
 	m.order = map[string]int{}
@@ -424,8 +429,6 @@ func (m *Model) resetSession(id string) {
 	m.scr.edits = nil
 	m.scr.focus, m.scr.scroll = "", 0
 	m.scr.running, m.runID, m.cancelSent = false, "", false
-	// Notices were about the session left: they do not follow into this one.
-	m.scr.notices = nil
 	m.updateStatus()
 }
 
