@@ -408,6 +408,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Server.Listen == "":
 		return errors.New("server.listen is empty: set it to host:port, e.g. 127.0.0.1:7411")
+	case !validListen(c.Server.Listen):
+		return fmt.Errorf("server.listen is %q, which is not host:port: set it to an address and a port from 0 to 65535, e.g. 127.0.0.1:7411", c.Server.Listen)
 	case c.Server.MaxBodyBytes < 1024:
 		return fmt.Errorf("server.max_body_bytes is %d: set it to at least 1024", c.Server.MaxBodyBytes)
 	case c.Server.KeepAlive.Duration < 100*time.Millisecond:
@@ -565,4 +567,15 @@ func checkAllowedOrigin(o string) error {
 		return errors.New("an origin has no path, query or user: write scheme://host[:port] only")
 	}
 	return nil
+}
+
+// validListen reports whether addr is host:port with a port from 0 to
+// 65535 (the host may be empty: every address).
+func validListen(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
 }

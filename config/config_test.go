@@ -150,6 +150,8 @@ func TestLoad(t *testing.T) {
 		{name: "long flush interval", file: "[server]\nflush_interval = \"2s\"\n", wantErr: "server.flush_interval is 2s"},
 		{name: "negative flush interval", file: "[server]\nflush_interval = \"-1ms\"\n", wantErr: "server.flush_interval is -1ms"},
 		{name: "small body limit", file: "[server]\nmax_body_bytes = 10\n", wantErr: "max_body_bytes is 10"},
+		{name: "listen without a port", file: "[server]\nlisten = \"localhost\"\n", wantErr: `server.listen is "localhost", which is not host:port`},
+		{name: "listen on no port", file: "[server]\nlisten = \"127.0.0.1:99999\"\n", wantErr: "port from 0 to 65535"},
 		{
 			name: "server limits and TLS",
 			check: func(t *testing.T, c config.Config) {

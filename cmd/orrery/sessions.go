@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/datadir"
@@ -177,6 +179,15 @@ func (c *configCmd) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(c.env.stdout, v)
 		return nil
+	}
+	// What only the commands would find: the default model (or agent),
+	// and the store kind.
+	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: c.env.getenv, Logger: newLogger(c.env, slog.LevelError)}
+	if _, err := newACPAgents(cfg, resolver.Logger, resolver.Resolve).resolve(cfg.Agent.Model); err != nil {
+		return &exitCodeError{code: exitError, err: fmt.Errorf("agent.model %q: %w", cfg.Agent.Model, err)}
+	}
+	if !slices.Contains(storeKinds.Names(), cfg.Store.Kind) {
+		return &exitCodeError{code: exitError, err: fmt.Errorf("store.kind %q is not a store this build has: use one of %s", cfg.Store.Kind, strings.Join(storeKinds.Names(), ", "))}
 	}
 	src := cfg.File
 	if src == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +105,28 @@ func TestConfigGetSet(t *testing.T) {
 		if code != tt.wantCode || !strings.Contains(stdout, tt.wantOut) {
 			t.Errorf("orrery %s: exit %d, stdout %q, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), code, stdout, stderr, tt.wantCode, tt.wantOut)
 		}
+	}
+}
+
+// TestConfigValidateResolves: config validate finds what only a command
+// would otherwise find: a default model nothing knows and a store kind
+// this build lacks, each named with the fix.
+func TestConfigValidateResolves(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"unknown model", "[agent]\nmodel = \"nosuch:thing\"\n", `agent.model "nosuch:thing"`},
+		{"unknown store", "[store]\nkind = \"postgres\"\n", `store.kind "postgres" is not a store this build has: use one of sqlite`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "orrery.toml")
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := cli(t, "config", "validate", "--config", path)
+			if code != exitError || !strings.Contains(stderr, tc.want) || strings.Contains(stdout, "config OK") {
+				t.Errorf("config validate = %d, stdout %q, stderr %q; want %d naming %q", code, stdout, stderr, exitError, tc.want)
+			}
+		})
 	}
 }
