@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
 	"github.com/getorrery/orrery/ui/component"
@@ -445,7 +447,7 @@ func (m *Model) submit() tea.Cmd {
 		if steer {
 			reply, err = cl.Steer(ctx, session, in)
 		} else {
-			reply, err = cl.Send(ctx, session, in)
+			reply, err = sendRun(ctx, cl, session, in)
 			if err != nil && strings.Contains(err.Error(), "steer") {
 				reply, err = cl.Steer(ctx, session, in)
 			}
@@ -460,4 +462,18 @@ func (m *Model) submit() tea.Cmd {
 		}
 		return sentMsg{reply: reply}
 	}
+}
+
+// sendRun starts a run with in, asking for the run's usage events: the
+// status line shows the model and the tokens as the run goes.
+func sendRun(ctx context.Context, cl *client.Client, session string, in protocol.RunInput) (protocol.RunSendReply, error) {
+	var out protocol.RunSendReply
+	value, err := cl.Do(ctx, &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: in, UsageEvents: true})
+	if err != nil {
+		return out, err
+	}
+	if err := json.Unmarshal(value, &out); err != nil {
+		return out, fmt.Errorf("decode the run.send reply: %w", err)
+	}
+	return out, nil
 }

@@ -456,3 +456,30 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 		t.Error("Ctrl-C with an empty composer and no run did not quit")
 	}
 }
+
+// TestStatusShowsTheRun: while a run is in flight the status line shows
+// how long it has run, its model and its tokens so far (from the usage
+// events its run.send asks for), and the clock goes on between frames.
+func TestStatusShowsTheRun(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "usage.json")
+	chunks := make([]string, 150)
+	for i := range chunks {
+		chunks[i] = "tok "
+	}
+	data, _ := json.Marshal(map[string]any{"turns": []map[string]any{
+		{"text": []string{"first "}, "tool_calls": []map[string]any{{"name": "echo", "args": map[string]any{"text": "x"}}}, "usage": map[string]any{"inputTokens": 10, "outputTokens": 5}},
+		{"text": chunks, "delay_ms": 20},
+	}})
+	if err := os.WriteFile(script, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "script:"+script)
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	l.typeText("count")
+	l.press(keyEnter)
+	l.until("the model and its tokens", contains("· running ", "· 15 tokens · usage.json"))
+	l.until("the clock going on", func(s string) bool {
+		return strings.Contains(s, "· running 1s") || strings.Contains(s, "· running 2s")
+	})
+	l.until("the run's end", contains("· idle ·"))
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"sync"
 	"time"
 
@@ -103,6 +104,15 @@ type Model struct {
 
 	runID      string
 	cancelSent bool
+	// runStart is when the run in flight started (as this screen saw it),
+	// and usage what its last orrery.usage said: the status line's clock,
+	// model and tokens. ticking is set while a tick of that clock is due.
+	runStart time.Time
+	usage    struct {
+		Model       string `json:"model"`
+		TotalTokens int64  `json:"totalTokens"`
+	}
+	ticking bool
 	// draftKept is set once Ctrl-C put a draft away: the next Ctrl-C quits.
 	// Any other key clears it.
 	draftKept bool
@@ -336,13 +346,17 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.apply()
-		return m, nil
+		return m, m.clock()
 	case applyMsg:
 		if m.feed != nil && msg.gen == m.feed.gen {
 			m.applyDue = false
 			m.apply()
 		}
-		return m, nil
+		return m, m.clock()
+	case clockMsg:
+		m.ticking = false
+		m.updateStatus()
+		return m, m.clock()
 	case attachedMsg:
 		if m.feed != nil {
 			m.feed.close()
@@ -488,6 +502,8 @@ func (m *Model) apply() {
 			docChanged = true
 		case *protocol.RunStarted:
 			m.scr.running, m.runID, m.cancelSent = true, e.RunID, false
+			m.runStart = time.Now()
+			m.usage.Model, m.usage.TotalTokens = "", 0
 		case *protocol.RunFinished:
 			m.runEnded()
 			if e.Outcome != nil && e.Outcome.Type == "cancelled" {
@@ -532,6 +548,8 @@ func (m *Model) runEnded() {
 // custom handles Orrery's own events; unknown names are ignored.
 func (m *Model) custom(e *protocol.Custom) {
 	switch e.Name {
+	case usageEvent:
+		_ = json.Unmarshal(e.Value, &m.usage)
 	case inputRequestedEvent:
 		m.askInput(e.Value)
 	case inputResolvedEvent:
@@ -617,6 +635,16 @@ func (m *Model) updateStatus() {
 	}
 	if m.scr.consent != nil || m.scr.question != nil {
 		state = "waiting for your answer"
+	}
+	if m.scr.running && state == "running" {
+		state = "running " + time.Since(m.runStart).Round(time.Second).String()
+		if m.usage.TotalTokens > 0 {
+			state += fmt.Sprintf(" · %d tokens", m.usage.TotalTokens)
+		}
+		if m.usage.Model != "" {
+			// A model named by a path (a script) by its file's name.
+			state += " · " + termtext.StripLine(path.Base(m.usage.Model))
+		}
 	}
 	sess := m.session
 	if sess == "" {
@@ -712,4 +740,21 @@ func samePlacements(a, b []imagePlacement) bool {
 		}
 	}
 	return true
+}
+
+// usageEvent is the kernel's event of a model call's usage, which run.send
+// asks for (usageEvents).
+const usageEvent = "orrery.usage"
+
+// clockMsg ticks the status line's clock while a run is in flight.
+type clockMsg struct{}
+
+// clock returns the next tick of the status line's clock while a run is in
+// flight and none is due, else nil.
+func (m *Model) clock() tea.Cmd {
+	if !m.scr.running || m.ticking {
+		return nil
+	}
+	m.ticking = true
+	return tea.Tick(time.Second, func(time.Time) tea.Msg { return clockMsg{} })
 }
