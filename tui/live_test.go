@@ -259,6 +259,11 @@ func TestConsentAndDismiss(t *testing.T) {
 	if !strings.Contains(s, "the person denied this call") {
 		t.Errorf("the shell call's result does not say it was denied:\n%s", s)
 	}
+	// Each call carries its outcome: the chart's ui.show went, the shell
+	// call was denied.
+	if !strings.Contains(s, "⚙ shell ✗ denied") || !strings.Contains(s, "⚙ ui.show ✓") {
+		t.Errorf("the calls do not carry their outcomes (want ⚙ ui.show ✓ and ⚙ shell ✗ denied):\n%s", s)
+	}
 
 	l.press(keyF6)
 	l.until("the focused pane", contains("┏ Letters per word"))

@@ -437,6 +437,7 @@ func (m *Model) resetSession(id string) {
 	m.binder = binder{}
 	m.agentCommands = nil
 	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
+	m.scr.toolStatus = nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
 	m.scr.question = nil
 	m.scr.dismissed = map[string]bool{}
@@ -500,6 +501,14 @@ func (m *Model) apply() {
 		switch e := ev.(type) {
 		case *protocol.StateSnapshot:
 			docChanged = true
+		case *protocol.ToolCallResult:
+			var o struct{ Status string }
+			if json.Unmarshal(e.Orrery().Outcome, &o) == nil {
+				if m.scr.toolStatus == nil {
+					m.scr.toolStatus = map[string]string{}
+				}
+				m.scr.toolStatus[e.ToolCallID] = o.Status
+			}
 		case *protocol.RunStarted:
 			m.scr.running, m.runID, m.cancelSent = true, e.RunID, false
 			m.runStart = time.Now()

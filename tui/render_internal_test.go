@@ -77,3 +77,28 @@ func TestRenderKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestToolMark: a call's mark says how it ended, in words as well as a
+// glyph, and a call that a finished run left without a result says so rather
+// than looking in flight forever.
+func TestToolMark(t *testing.T) {
+	s := &screen{toolStatus: map[string]string{"ok": "ok", "denied": "denied", "error": "error"}}
+	for _, tc := range []struct {
+		id      string
+		done    bool
+		running bool
+		want    string
+	}{
+		{"ok", true, false, "✓"},
+		{"denied", true, false, "✗ denied"},
+		{"error", true, true, "✗ error"},
+		{"old", true, false, "✓"},
+		{"pending", false, true, "⋯"},
+		{"pending", false, false, "– no result"},
+	} {
+		s.running = tc.running
+		if got := s.toolMark(tc.id, tc.done); got != tc.want {
+			t.Errorf("toolMark(%q, done %v, running %v) = %q, want %q", tc.id, tc.done, tc.running, got, tc.want)
+		}
+	}
+}

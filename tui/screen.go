@@ -45,6 +45,10 @@ type screen struct {
 	cursor    map[string]int             // the chosen row of each node
 	edits     map[string]*edit           // unsent work on forms and questions, by node id
 
+	// toolStatus is each tool call's outcome as its result said it
+	// (metadata.orrery.outcome.status: ok, error, denied, …), by call id.
+	toolStatus map[string]string
+
 	consent       *consentReq
 	consentChoice int
 	consentScroll int  // the first row of a long subject shown
@@ -531,11 +535,30 @@ func (s *screen) assistantLines(id, text string, w int) []string {
 	return lines
 }
 
+// toolMark is a tool call's mark, in words as well as a glyph: ✓ when its
+// result said ok, ✗ and the outcome otherwise, ⋯ while the run that made
+// it is in flight, – when the run ended without a result for it.
+func (s *screen) toolMark(id string, done bool) string {
+	st, ok := s.toolStatus[id]
+	switch {
+	case ok && (st == "ok" || st == ""):
+		return "✓"
+	case ok:
+		return "✗ " + termtext.StripLine(st)
+	case done:
+		return "✓" // a result from before outcomes were logged
+	case s.running:
+		return "⋯"
+	}
+	return "– no result"
+}
+
 // toolCallLines draws a tool call and its result: the surface that shows
 // it (a shell's streamed output) or the result's text, at most 8 lines.
 func (s *screen) toolCallLines(c protocol.ToolCall, results map[string]string, w int) []string {
 	args := termtext.StripLine(c.Function.Arguments)
-	out := []string{clip("⚙ "+styleBold.Render(termtext.StripLine(c.Function.Name))+" "+styleDim.Render(args), w)}
+	_, done := results[c.ID]
+	out := []string{clip("⚙ "+styleBold.Render(termtext.StripLine(c.Function.Name))+" "+s.toolMark(c.ID, done)+" "+styleDim.Render(args), w)}
 	var body []string
 	if sf, ok := s.surfaces[c.ID]; ok {
 		body = renderSurface(sf, renderOpts{width: w - 4, height: 8, cursor: -1, md: s.md})
