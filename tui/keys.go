@@ -453,7 +453,7 @@ func (m *Model) submit() tea.Cmd {
 			}
 		}
 		if err != nil {
-			return noticeMsg{"could not send: " + termtext.StripLine(err.Error())}
+			return sendFailedMsg{text: text, err: err}
 		}
 		if len(skipped) > 0 {
 			// Sent; the words that name no file of the kernel's workspace

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ type live struct {
 	m    *tui.Model
 	msgs chan tea.Msg
 	quit bool
+	// stopServer stops serving the pipe, as a kernel that died would.
+	stopServer func()
 }
 
 func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
@@ -73,14 +76,22 @@ func startLive(t *testing.T, model string, opts ...func(*tui.Options)) *live {
 	}
 	l.m = tui.New(o)
 	l.m.SetSender(func(msg tea.Msg) { l.msgs <- msg })
+	var stopped sync.Once
+	l.stopServer = func() {
+		stopped.Do(func() {
+			stop()
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Close(cctx)
+			<-served
+		})
+	}
 	t.Cleanup(func() {
 		l.m.Update(tea.QuitMsg{})
 		cl.Close()
-		stop()
+		l.stopServer()
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		srv.Close(cctx)
-		<-served
 		k.Close(cctx)
 		st.Close()
 	})
@@ -487,4 +498,19 @@ func TestStatusShowsTheRun(t *testing.T) {
 		return strings.Contains(s, "· running 1s") || strings.Contains(s, "· running 2s")
 	})
 	l.until("the run's end", contains("· idle ·"))
+}
+
+// TestPromptKeptWhenTheKernelIsGone: with the kernel gone, a prompt that
+// cannot be sent comes back into the composer with why, instead of being
+// lost, and the status says disconnected.
+func TestPromptKeptWhenTheKernelIsGone(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "attached", "idle"))
+	l.stopServer()
+	l.typeText("a prompt worth keeping")
+	l.press(keyEnter)
+	s := l.until("the refusal", contains("could not send: the kernel cannot be reached", "the prompt is back in the composer", "· disconnected ·"))
+	if !strings.Contains(s, "› a prompt worth keeping") {
+		t.Errorf("the prompt is not back in the composer:\n%s", s)
+	}
 }

@@ -17,8 +17,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -113,6 +116,8 @@ type Model struct {
 		TotalTokens int64  `json:"totalTokens"`
 	}
 	ticking bool
+	// disconnected is set once the connection to the kernel is lost.
+	disconnected bool
 	// draftKept is set once Ctrl-C put a draft away: the next Ctrl-C quits.
 	// Any other key clears it.
 	draftKept bool
@@ -189,6 +194,11 @@ type (
 	}
 	// feedErrMsg is a stream that failed for good.
 	feedErrMsg struct{ err error }
+	// sendFailedMsg is a prompt the kernel did not take, and why.
+	sendFailedMsg struct {
+		text string
+		err  error
+	}
 )
 
 // Init starts by attaching (or opening the picker).
@@ -387,7 +397,27 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case feedErrMsg:
+		m.disconnected = true
 		m.notice("the connection to the kernel is lost (" + termtext.StripLine(msg.err.Error()) + "): restart orrery to reconnect")
+		m.updateStatus()
+		return m, nil
+	case sendFailedMsg:
+		// The prompt is never lost: it goes back into the composer, or,
+		// when something was typed since, stays in the history, where
+		// sending put it.
+		kept := "the prompt is back in the composer: Enter sends it again"
+		if strings.TrimSpace(m.input.String()) == "" {
+			m.input.set(msg.text)
+		} else {
+			kept = "the prompt is in the history: ↑ brings it back"
+		}
+		why := termtext.StripLine(msg.err.Error())
+		if unreachable(msg.err) {
+			m.disconnected = true
+			why = "the kernel cannot be reached (" + why + ")"
+		}
+		m.notice("could not send: " + why + "; " + kept)
+		m.updateStatus()
 		return m, nil
 	case tea.PasteMsg:
 		if m.scr.focus != "" && m.pasteInto(msg.Content) {
@@ -663,6 +693,9 @@ func (m *Model) updateStatus() {
 	if m.opts.Host {
 		where = "host"
 	}
+	if m.disconnected {
+		where = "disconnected"
+	}
 	m.scr.status = fmt.Sprintf("orrery · %s · %s · %s · /ui /sessions /new /cost · F6 panes", sess, where, state)
 }
 
@@ -766,4 +799,11 @@ func (m *Model) clock() tea.Cmd {
 	}
 	m.ticking = true
 	return tea.Tick(time.Second, func(time.Time) tea.Msg { return clockMsg{} })
+}
+
+// unreachable reports whether err says the kernel could not be reached
+// at all, rather than that it refused the request.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, client.ErrConnectionLost) || errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &op)
 }
