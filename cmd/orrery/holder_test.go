@@ -489,6 +489,12 @@ func testClientsOfServe(t *testing.T, bin string) {
 		t.Errorf("orrery watch exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
 
+	// A session that is not there is named in the CLI's words.
+	r = orreryIn(t, bin, env, ws, "watch", "ses_nosuch", "--data", data)
+	if r.code != 1 || !strings.Contains(r.stderr, "no session ses_nosuch on "+data+": list them with orrery sessions") || strings.Contains(r.stderr, "session.new") {
+		t.Errorf("orrery watch ses_nosuch = %d, stderr %q; want 1 naming the session and orrery sessions, no protocol request", r.code, r.stderr)
+	}
+
 	if strings.Contains(s.stderr.String(), "UNIQUE constraint") {
 		t.Errorf("the server logged a UNIQUE constraint failure:\n%s", s.stderr)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,6 +106,11 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
+		}
+		// A session that is not there is named in the CLI's words, not
+		// the protocol's.
+		if list, lerr := cl.Sessions(ctx); lerr == nil && !slices.ContainsFunc(list, func(s protocol.SessionSummary) bool { return s.ID == session }) {
+			return &exitCodeError{code: exitError, err: fmt.Errorf("no session %s on %s: list them with orrery sessions", session, watchedWhere(c.connect, cfg.Store.Data))}
 		}
 		return err
 	}
@@ -378,4 +384,13 @@ func (p *printer) finished(e *protocol.RunFinished) {
 // indent keeps a multi-line text under its prefix.
 func indent(s string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// watchedWhere names what orrery watch attached to: the --connect target,
+// else the data dir whose kernel it reached.
+func watchedWhere(connect, data string) string {
+	if connect != "" {
+		return connect
+	}
+	return data
 }
