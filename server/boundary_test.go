@@ -652,10 +652,15 @@ func TestAttachmentsOutsideWorkspace(t *testing.T) {
 			t.Errorf("ori prompt attaching %s changed the session", path)
 		}
 	}
-	// A file inside is attached.
+	// A file inside is attached. run.send answers once the run starts,
+	// which may be before its first frames are durable: wait for them.
 	r.control(t, `{"t":"run.send","id":"s","session":"`+idle+`","input":{"text":"read it","attachments":[`+part("path", "notes.txt")+`]}}`)
-	if !strings.Contains(r.snapshot(t, idle), "inside notes") {
-		t.Errorf("an attachment inside the workspace did not reach the log")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.snapshot(t, idle), "inside notes") {
+		if time.Now().After(deadline) {
+			t.Fatalf("an attachment inside the workspace did not reach the log")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if strings.Contains(r.snapshot(t, idle), "the outside secret") {
 		t.Errorf("the outside secret reached the log")

@@ -275,7 +275,7 @@ func TestWatchUsage(t *testing.T) {
 		{[]string{"watch", "a", "--since", "x"}, exitUsage, "--since"},
 		{[]string{"watch", "a", "--bogus"}, exitUsage, "flag provided but not defined"},
 		{[]string{"watch", "--help"}, exitOK, "Usage: orrery watch SESSION"},
-		{[]string{"watch", "ses_nope", "--connect", w.url, "--config", w.config}, exitError, "unknown session"},
+		{[]string{"watch", "ses_nope", "--connect", w.url, "--config", w.config}, exitError, "no session ses_nope on " + w.url + ": list them with orrery sessions"},
 		{[]string{"watch", "ses_nope", "--connect", "pipe:nope", "--config", w.config, "--data", w.dir}, exitError, "nope.sock"},
 	} {
 		var stdout, stderr bytes.Buffer
