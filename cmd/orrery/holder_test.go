@@ -444,15 +444,21 @@ func testClientsOfServe(t *testing.T, bin string) {
 	if r.code != 1 || !strings.Contains(r.stderr, "busy with run "+sent.RunID) || !strings.Contains(r.stderr, "steer") {
 		t.Errorf("orrery run --session while a run is in flight = %d, stderr %q; want 1 and the busy answer naming steer", r.code, r.stderr)
 	}
+	// Cancelled once it has called the model (its text is logged), so it
+	// takes its turn of the script.
+	s.events(sess, 0, func(f seen) bool { return f.typ != "TEXT_MESSAGE_CONTENT" })
 	s.control(map[string]any{"t": "run.cancel", "id": "c", "session": sess}, nil)
 	// The other order: orrery run's run is in flight when run.send comes.
 	bg := startIn(t, bin, env, ws, "run", "--data", data, "--session", sess, "-p", "hold on")
+	// Its run has called the model (its text is logged) before anything
+	// cancels it: a run cancelled before that takes no turn of the
+	// script, and the turns after it would shift.
 	started := 0
 	s.events(sess, 0, func(f seen) bool {
 		if f.typ == "RUN_STARTED" {
 			started++
 		}
-		return started < 2
+		return started < 2 || f.typ != "TEXT_MESSAGE_CONTENT"
 	})
 	status, body := s.post(map[string]any{"t": "run.send", "id": "s2", "session": sess, "input": map[string]any{"text": "and me"}})
 	if status != http.StatusConflict || !strings.Contains(string(body), "steer") {
