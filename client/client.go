@@ -404,8 +404,22 @@ func (c *Client) ReadAll(ctx context.Context, session string, since uint64) ([]j
 // Send starts a run on an idle session (run.send). While a run is in
 // flight it is refused, naming steer: use Steer to join that run.
 func (c *Client) Send(ctx context.Context, session string, in protocol.RunInput) (protocol.RunSendReply, error) {
+	return c.SendWith(ctx, session, in, SendOptions{})
+}
+
+// SendOptions are what a run.send may ask for the run it starts.
+type SendOptions struct {
+	// Permissions are consent rules for that run only.
+	Permissions *protocol.RunPermissions
+	// UsageEvents logs an orrery.usage event after each of its model calls.
+	UsageEvents bool
+}
+
+// SendWith is Send with the run's options.
+func (c *Client) SendWith(ctx context.Context, session string, in protocol.RunInput, opts SendOptions) (protocol.RunSendReply, error) {
 	var out protocol.RunSendReply
-	err := c.doInto(ctx, &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: in}, &out)
+	err := c.doInto(ctx, &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: in,
+		Permissions: opts.Permissions, UsageEvents: opts.UsageEvents}, &out)
 	return out, err
 }
 

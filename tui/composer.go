@@ -92,7 +92,7 @@ func (c *composer) lines(w int, focused bool) []string {
 	starts := c.rows.starts
 	total := len(starts)
 	// The cursor at the end of a full last row goes on a row of its own.
-	extra := focused && c.pos == len(c.buf) && c.rows.lastWidth >= w && c.rows.lastWidth > 0
+	extra := focused && c.pos == len(c.buf) && c.rows.lastWidth >= w
 	if extra {
 		total++
 	}

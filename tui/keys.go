@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -447,7 +446,9 @@ func (m *Model) submit() tea.Cmd {
 		if steer {
 			reply, err = cl.Steer(ctx, session, in)
 		} else {
-			reply, err = sendRun(ctx, cl, session, in)
+			// With the run's usage events: the status line shows its
+			// model and tokens as it goes.
+			reply, err = cl.SendWith(ctx, session, in, client.SendOptions{UsageEvents: true})
 			if err != nil && strings.Contains(err.Error(), "steer") {
 				reply, err = cl.Steer(ctx, session, in)
 			}
@@ -462,18 +463,4 @@ func (m *Model) submit() tea.Cmd {
 		}
 		return sentMsg{reply: reply}
 	}
-}
-
-// sendRun starts a run with in, asking for the run's usage events: the
-// status line shows the model and the tokens as the run goes.
-func sendRun(ctx context.Context, cl *client.Client, session string, in protocol.RunInput) (protocol.RunSendReply, error) {
-	var out protocol.RunSendReply
-	value, err := cl.Do(ctx, &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: in, UsageEvents: true})
-	if err != nil {
-		return out, err
-	}
-	if err := json.Unmarshal(value, &out); err != nil {
-		return out, fmt.Errorf("decode the run.send reply: %w", err)
-	}
-	return out, nil
 }

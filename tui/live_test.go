@@ -157,6 +157,30 @@ func (l *live) typeText(s string) {
 	}
 }
 
+// scriptModel writes a script model of turns, named name, and returns its
+// spec.
+func scriptModel(t *testing.T, name string, turns ...map[string]any) string {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"turns": turns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "script:" + path
+}
+
+// toks is n chunks of streamed text.
+func toks(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "tok "
+	}
+	return out
+}
+
 func (l *live) press(k tea.KeyPressMsg) {
 	_, cmd := l.m.Update(k)
 	l.run(cmd)
@@ -172,19 +196,10 @@ var (
 // TestSteerThenCancel types into a run in flight (a steer, logged as one),
 // cancels it with Ctrl-C, and quits with a second Ctrl-C.
 func TestSteerThenCancel(t *testing.T) {
-	chunks := make([]string, 400)
-	for i := range chunks {
-		chunks[i] = "tok "
-	}
-	script := filepath.Join(t.TempDir(), "slow.json")
-	data, _ := json.Marshal(map[string]any{"turns": []any{
-		map[string]any{"text": chunks, "delay_ms": 20},
+	l := startLive(t, scriptModel(t, "slow.json",
+		map[string]any{"text": toks(400), "delay_ms": 20},
 		map[string]any{"text": []string{"after the steer"}},
-	}})
-	if err := os.WriteFile(script, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLive(t, "script:"+script)
+	))
 	l.until("an idle session", contains("orrery · ses_", "idle"))
 	l.typeText("go slowly")
 	l.press(keyEnter)
@@ -422,16 +437,7 @@ func TestConsentModal(t *testing.T) {
 // Ctrl-C quits. Esc interrupts a run as the first Ctrl-C does, and a new
 // session starts without the old one's notices.
 func TestCtrlCKeepsTheDraft(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "slow.json")
-	chunks := make([]string, 200)
-	for i := range chunks {
-		chunks[i] = "tok "
-	}
-	data, _ := json.Marshal(map[string]any{"turns": []map[string]any{{"text": chunks, "delay_ms": 20}}})
-	if err := os.WriteFile(script, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLive(t, "script:"+script)
+	l := startLive(t, scriptModel(t, "slow.json", map[string]any{"text": toks(200), "delay_ms": 20}))
 	l.until("an idle session", contains("orrery · ses_", "idle"))
 
 	l.typeText("go slowly")
@@ -477,19 +483,10 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 // how long it has run, its model and its tokens so far (from the usage
 // events its run.send asks for), and the clock goes on between frames.
 func TestStatusShowsTheRun(t *testing.T) {
-	script := filepath.Join(t.TempDir(), "usage.json")
-	chunks := make([]string, 150)
-	for i := range chunks {
-		chunks[i] = "tok "
-	}
-	data, _ := json.Marshal(map[string]any{"turns": []map[string]any{
-		{"text": []string{"first "}, "tool_calls": []map[string]any{{"name": "echo", "args": map[string]any{"text": "x"}}}, "usage": map[string]any{"inputTokens": 10, "outputTokens": 5}},
-		{"text": chunks, "delay_ms": 20},
-	}})
-	if err := os.WriteFile(script, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLive(t, "script:"+script)
+	l := startLive(t, scriptModel(t, "usage.json",
+		map[string]any{"text": []string{"first "}, "tool_calls": []map[string]any{{"name": "echo", "args": map[string]any{"text": "x"}}}, "usage": map[string]any{"inputTokens": 10, "outputTokens": 5}},
+		map[string]any{"text": toks(150), "delay_ms": 20},
+	))
 	l.until("an idle session", contains("orrery · ses_", "idle"))
 	l.typeText("count")
 	l.press(keyEnter)

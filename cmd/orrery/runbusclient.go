@@ -13,7 +13,6 @@ import (
 	"github.com/getorrery/orrery/bus"
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/hub"
-	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
 
@@ -161,17 +160,10 @@ func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *rem
 	if err := br.Started("prompt"); err != nil {
 		return err
 	}
-	req := &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: protocol.RunInput{Text: c.prompt}, UsageEvents: true}
-	if p := c.permissions(); p != nil {
-		req.Permissions = &protocol.RunPermissions{Allow: p.Allow, Deny: p.Deny, Yes: p.Yes}
-	}
-	value, err := cl.Do(bg, req)
+	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: c.prompt},
+		client.SendOptions{Permissions: c.wirePermissions(), UsageEvents: true})
 	if err != nil {
 		return err
-	}
-	var sent protocol.RunSendReply
-	if err := json.Unmarshal(value, &sent); err != nil {
-		return fmt.Errorf("decode the run.send reply: %w", err)
 	}
 	runID := sent.RunID
 	br.Follow(runID)
@@ -184,28 +176,15 @@ func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *rem
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = cl.Cancel(bg, session, runID) })
 	defer stop()
-	current := "" // the run the frames belong to, as the store tracks it
+	frames := runFrames{runID: runID}
 	for {
 		f, err := st.Next(bg)
 		if err != nil {
 			return fmt.Errorf("the session stopped before the run ended: %v", err)
 		}
-		var kf kernel.Frame
-		if f.Seq == 0 {
-			// A snapshot, or the end of a run whose store failed (it names
-			// its run): only this run's end counts.
-			if !f.Type.Terminal() || f.Event == nil || f.Event.Header().Orrery().Run != runID {
-				continue
-			}
-			kf = kernel.Frame{Type: string(f.Type), Run: runID, Data: f.Logged()}
-		} else {
-			if rs, ok := f.Event.(*protocol.RunStarted); ok {
-				current = rs.RunID
-			}
-			kf = kernel.Frame{Seq: f.Seq, Type: string(f.Type), Run: current, Data: f.Logged()}
-			if f.Type.Terminal() {
-				current = ""
-			}
+		kf, ok := frames.next(f)
+		if !ok {
+			continue
 		}
 		if done, code := br.Frame(kf); done {
 			if code != 0 {

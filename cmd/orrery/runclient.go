@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -143,17 +142,9 @@ func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh 
 		return err
 	}
 	defer st.Close()
-	req := &protocol.RunSend{Envelope: protocol.Envelope{T: "run.send"}, Session: session, Input: protocol.RunInput{Text: c.prompt}}
-	if p := c.permissions(); p != nil {
-		req.Permissions = &protocol.RunPermissions{Allow: p.Allow, Deny: p.Deny, Yes: p.Yes}
-	}
-	value, err := cl.Do(bg, req)
+	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: c.prompt}, client.SendOptions{Permissions: c.wirePermissions()})
 	if err != nil {
 		return err
-	}
-	var sent protocol.RunSendReply
-	if err := json.Unmarshal(value, &sent); err != nil {
-		return fmt.Errorf("decode the run.send reply: %w", err)
 	}
 	return c.printStream(ctx, cl, st, session, sent.RunID)
 }
@@ -172,7 +163,7 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 	})
 	defer stop()
 	bg := context.WithoutCancel(ctx)
-	current := "" // the run the frames belong to, as the store tracks it
+	frames := runFrames{runID: runID}
 	for {
 		f, err := st.Next(bg)
 		if err != nil {
@@ -180,27 +171,16 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 			out.Flush()
 			return fmt.Errorf("the session stopped before the run ended: %v", err)
 		}
-		if f.Seq == 0 {
-			// Seq 0 is a snapshot, or the end of a run whose store failed,
-			// sent because it could not be logged: the closers, then
-			// RUN_ERROR store_failed, naming their run (an earlier run's
-			// end comes too when the session was still broken as this
-			// stream attached).
-			if !f.Type.Terminal() || f.Event == nil || f.Event.Header().Orrery().Run != runID {
-				continue
-			}
-			done, err := c.frame(out, text, kernel.Frame{Type: string(f.Type), Run: runID, Data: f.Logged()}, runID)
+		kf, ok := frames.next(f)
+		if !ok {
+			continue
+		}
+		if kf.Seq == 0 {
+			done, err := c.frame(out, text, kf, runID)
 			if err != nil || done {
 				return err
 			}
 			continue
-		}
-		if rs, ok := f.Event.(*protocol.RunStarted); ok {
-			current = rs.RunID
-		}
-		kf := kernel.Frame{Seq: f.Seq, Type: string(f.Type), Run: current, Data: f.Logged()}
-		if f.Type.Terminal() {
-			current = ""
 		}
 		done, err := c.frame(out, text, kf, runID)
 		if err != nil || done {
@@ -213,4 +193,44 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 			return err
 		}
 	}
+}
+
+// wirePermissions are the run's own consent rules (permissions) as
+// run.send carries them, or nil.
+func (c *runCmd) wirePermissions() *protocol.RunPermissions {
+	p := c.permissions()
+	if p == nil {
+		return nil
+	}
+	return &protocol.RunPermissions{Allow: p.Allow, Deny: p.Deny, Yes: p.Yes}
+}
+
+// runFrames turns the frames of a stream attached for run runID into the
+// kernel's form, each with its run as the store tracks it.
+type runFrames struct {
+	runID   string
+	current string // the run the logged frames belong to
+}
+
+// next returns f as a kernel frame, or false for a frame that is not the
+// run's. Seq 0 is a snapshot, or the end of a run whose store failed, sent
+// because it could not be logged: the closers, then RUN_ERROR
+// store_failed, naming their run (an earlier run's end comes too when the
+// session was still broken as the stream attached); only runID's end is
+// kept.
+func (r *runFrames) next(f client.Frame) (kernel.Frame, bool) {
+	if f.Seq == 0 {
+		if !f.Type.Terminal() || f.Event == nil || f.Event.Header().Orrery().Run != r.runID {
+			return kernel.Frame{}, false
+		}
+		return kernel.Frame{Type: string(f.Type), Run: r.runID, Data: f.Logged()}, true
+	}
+	if rs, ok := f.Event.(*protocol.RunStarted); ok {
+		r.current = rs.RunID
+	}
+	kf := kernel.Frame{Seq: f.Seq, Type: string(f.Type), Run: r.current, Data: f.Logged()}
+	if f.Type.Terminal() {
+		r.current = ""
+	}
+	return kf, true
 }
