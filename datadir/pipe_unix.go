@@ -22,7 +22,9 @@ func privateDir(dir string) error {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
-	case fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir():
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("it is a link, not a directory (remove it, or give --data a shorter path)")
+	case !fi.IsDir():
 		return fmt.Errorf("it is not a directory (remove it, or give --data a shorter path)")
 	case ok && int(st.Uid) != os.Getuid():
 		return fmt.Errorf("it belongs to another user (uid %d): remove it, or give --data a shorter path", st.Uid)
