@@ -75,6 +75,8 @@ type Log struct {
 	// Statements of the writer goroutine, prepared once on the writer's
 	// single connection.
 	insertStmt, updateStmt, checkpointStmt, updateInfoStmt *sql.Stmt
+	insertManyStmt                                         *sql.Stmt // insertRows frames (insert.go)
+	insertArgs                                             []any     // the writer's, reused by each commit's inserter
 	wg                                                     sync.WaitGroup
 
 	wal      *walCheckpointer // copies the WAL into the database
@@ -147,6 +149,10 @@ func Open(path string) (*Log, error) {
 		return nil, fmt.Errorf("open %s: %w", path, damaged(err))
 	}
 	if l.insertStmt, err = l.writer.Prepare(`INSERT INTO frames (sid, seq, type, run, data) VALUES (?, ?, ?, ?, ?)`); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("prepare append: %w", err)
+	}
+	if l.insertManyStmt, err = l.writer.Prepare(insertManySQL()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("prepare append: %w", err)
 	}
@@ -586,9 +592,13 @@ func (l *Log) room() error {
 // fails.
 func (l *Log) commitAll(reqs []*appendReq) []error {
 	var failed map[batchRef]error // batches left out, with their errors
+	careful := false
 	for {
-		errs, culprit, err := l.commitTx(reqs, failed)
+		errs, culprit, err := l.commitTx(reqs, failed, careful)
 		switch {
+		case culprit.batch == retryCareful && !careful:
+			careful = true
+			continue
 		case err == nil:
 			for ref, ferr := range failed {
 				errs[ref.req] = errors.Join(errs[ref.req], ferr)
@@ -617,11 +627,16 @@ func (l *Log) commitAll(reqs []*appendReq) []error {
 // batchRef names batch j of request req.
 type batchRef struct{ req, batch int }
 
+// retryCareful, as a culprit's batch, says that a write of many frames at
+// once failed: the transaction is tried again a frame at a time, which
+// names the batch that fails.
+const retryCareful = -2
+
 // commitTx writes every batch of reqs but those in skip in one transaction
 // and returns each request's own error (a seq conflict skips only that
 // batch). When writing a batch fails, nothing is committed and culprit
 // names the batch; when the transaction fails otherwise, culprit.req is -1.
-func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error, culprit batchRef, err error) {
+func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error, careful bool) (errs []error, culprit batchRef, err error) {
 	culprit = batchRef{-1, -1}
 	errs = make([]error, len(reqs))
 	heads := make(map[*sessionRow]uint64)
@@ -661,8 +676,8 @@ func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error
 		return nil, culprit, fmt.Errorf("append: begin: %w", classify(err))
 	}
 	defer tx.Rollback()
-	ins := tx.Stmt(l.insertStmt)
-	defer ins.Close()
+	ins := l.newInserter(tx, careful)
+	defer ins.close()
 	upd := tx.Stmt(l.updateStmt)
 	defer upd.Close()
 
@@ -686,8 +701,11 @@ func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error
 					// would reject, failing every batch of the commit.
 					data = []byte{}
 				}
-				if _, err := ins.Exec(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
-					return nil, batchRef{i, j}, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
+				if err := ins.add(row.sid, f.Seq, f.Type, f.Run, data); err != nil {
+					if careful {
+						return nil, batchRef{i, j}, fmt.Errorf("append to session %s seq %d: %w", b.Session, f.Seq, classify(err))
+					}
+					return nil, batchRef{-1, retryCareful}, classify(err)
 				}
 				switch f.Type {
 				case "RUN_STARTED":
@@ -704,6 +722,9 @@ func (l *Log) commitTx(reqs []*appendReq, skip map[batchRef]error) (errs []error
 			}
 			heads[row] = head
 		}
+	}
+	if err := ins.flush(); err != nil {
+		return nil, batchRef{-1, retryCareful}, classify(err)
 	}
 	// The other writes go after every frame of the commit, so that a
 	// checkpoint taken right after frames that share its commit finds them

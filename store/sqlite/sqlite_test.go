@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,6 +176,58 @@ func TestGroupCommitFailure(t *testing.T) {
 	}
 	if s, err := l.Session(ctx, "b"); err != nil || s.Head != 4 {
 		t.Errorf("Session(b) = %+v, %v, want head 4: b's batch stands alone", s, err)
+	}
+}
+
+// TestGroupCommitFailureMany: frames go to SQLite many rows a statement;
+// when one row of such a statement fails, the commit is tried again a row
+// at a time, so that only the batch holding that row fails.
+func TestGroupCommitFailureMany(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "orrery.db")
+	l, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	frames := func(from, n int, by string) []store.Frame {
+		fs := make([]store.Frame, n)
+		for i := range fs {
+			fs[i] = store.Frame{Seq: uint64(from + i), Type: "CUSTOM", Data: []byte(fmt.Sprintf(`{"by":%q,"n":%d}`, by, from+i))}
+		}
+		return fs
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := l.CreateSession(ctx, store.Session{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append(ctx, store.Batch{Session: "a", Frames: frames(1, 1, "other")}); err != nil {
+		t.Fatalf("other.Append(a, 1) = %v, want nil", err)
+	}
+	other.Close()
+	// b's 40 frames come first, so a's seq 1 is row 41: inside the second
+	// statement of 32 rows. The batches are one request, so that only a
+	// row-at-a-time retry, not a transaction per request, keeps b's.
+	errs := l.CommitTogether([]store.Batch{
+		{Session: "b", Frames: frames(1, 40, "l")},
+		{Session: "a", Frames: frames(1, 40, "l")},
+		{Session: "b", Frames: frames(41, 30, "l")},
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "session a seq 1") {
+		t.Errorf("CommitTogether() = %v, want the failure of a's seq 1, which another writer holds", errs[0])
+	}
+	b, err := l.Read(ctx, "b", 0, 0)
+	if err != nil || len(b) != 70 || string(b[69].Data) != `{"by":"l","n":70}` {
+		t.Errorf("Read(b) = %d frames, %v, want seqs 1..70", len(b), err)
+	}
+	a, err := l.Read(ctx, "a", 0, 0)
+	if err != nil || len(a) != 1 || string(a[0].Data) != `{"by":"other","n":1}` {
+		t.Errorf("Read(a) = %v, %v, want only seq 1 as the other writer wrote it", a, err)
 	}
 }
 
