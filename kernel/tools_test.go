@@ -138,6 +138,26 @@ func TestEditShowsADiff(t *testing.T) {
 	})
 }
 
+// TestReadmeWriteThenEdit runs the README's demo as written: the offline
+// model writes notes.md, and the edit it suggests then applies (the file
+// once held "Hello" twice, and the edit failed on its own suggestion).
+func TestReadmeWriteThenEdit(t *testing.T) {
+	run(t, func(t *testing.T, mode storeMode) {
+		s, dir := codingEnv(t, mode)
+		send(t, s, kernel.SendInput{Text: "write a file notes.md"})
+		evs, _ := send(t, s, kernel.SendInput{Text: "edit notes.md replace Hello with Goodbye"})
+		for _, ev := range evs {
+			if r, ok := ev.(*protocol.ToolCallResult); ok && !strings.Contains(r.Content.String(), "notes.md") {
+				t.Errorf("edit result = %q, want the edit of notes.md reported", r.Content.String())
+			}
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "notes.md"))
+		if err != nil || !strings.HasPrefix(string(got), "Goodbye from") || strings.Contains(string(got), "Hello") {
+			t.Errorf("notes.md = %q, %v; want Hello replaced with Goodbye", got, err)
+		}
+	})
+}
+
 // alive reports whether the process whose /proc stat file is stat runs: it
 // exists and is not a zombie (an orphan nobody has reaped yet).
 func alive(stat string) bool {

@@ -186,7 +186,7 @@ func planWork(prompt string, words map[string]bool, req agent.Request) (plannedC
 		if f := fileName.FindString(prompt); f != "" {
 			path = f
 		}
-		return marshal("write_file", map[string]string{"path": path, "content": "Hello from Orrery's offline model.\nEdit me: edit " + path + " replace Hello with Goodbye\n"})
+		return marshal("write_file", map[string]string{"path": path, "content": "Hello from Orrery's offline model.\n"})
 	}
 	if (words["run"] || words["shell"] || words["execute"]) && offered(req, "shell") {
 		cmd := demoCommand
