@@ -126,7 +126,7 @@ func (c *extCmd) dirs() (project, user string, err error) {
 
 func (c *extCmd) list(ctx context.Context, args []string) error {
 	fset := newFlagSet(c.env, "ext list", "ext list [--json] [--session ID [--connect URL]]")
-	asJSON := fset.Bool("json", false, "print JSON: an array of the installed extensions, or with --session the ext.list reply")
+	asJSON := fset.Bool("json", false, "print JSON: an array of the extensions, installed ones or, with --session, those of the session with their state")
 	session := fset.String("session", "", "list the extensions running in this session of a running kernel, with their state")
 	var conn connectFlags
 	conn.register(fset)
@@ -229,7 +229,11 @@ func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session str
 		return fmt.Errorf("decode the ext.list reply: %w", err)
 	}
 	if asJSON {
-		return printJSON(c.env, reply)
+		// An array, as without --session: each extension's state in it.
+		if reply.Extensions == nil {
+			reply.Extensions = []protocol.ExtStatus{}
+		}
+		return printJSON(c.env, reply.Extensions)
 	}
 	if len(reply.Extensions) == 0 {
 		fmt.Fprintf(c.env.stdout, "no extension runs in session %s\n", session)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/getorrery/orrery/protocol"
 )
 
 // extDirs makes the two extensions testExt installs: the button example
@@ -140,6 +142,12 @@ func testExt(t *testing.T, bin string) {
 	connect := []string{"--session", s, "--connect", srv.url}
 	if out := ext(0, append([]string{"list"}, connect...)...); !strings.Contains(out, "button") || !strings.Contains(out, "running") {
 		t.Errorf("ext list --session = %q, want button running", out)
+	}
+	// --json is an array with --session too, as without it.
+	var running []protocol.ExtStatus
+	if out := ext(0, append([]string{"list", "--json"}, connect...)...); json.Unmarshal([]byte(out), &running) != nil ||
+		len(running) != 2 || running[0].Name != "button" || running[0].State != "running" || running[1].Name != "tests" {
+		t.Errorf("ext list --session --json = %q, want an array of button, running, and tests", out)
 	}
 	var before struct {
 		Extensions []struct {
