@@ -38,10 +38,11 @@ func (c *Client) HubPost(ctx context.Context, to string, payload json.RawMessage
 
 // HubSend sends payload to the hub address to and returns the answer;
 // no answer within timeout (0 means the server's 30 seconds) is a
-// refusal.
-func (c *Client) HubSend(ctx context.Context, to string, payload json.RawMessage, timeout time.Duration) (protocol.HubSendReply, error) {
+// refusal. correlationID names the exchange ("" lets the hub pick one).
+func (c *Client) HubSend(ctx context.Context, to string, payload json.RawMessage, timeout time.Duration, correlationID string) (protocol.HubSendReply, error) {
 	var out protocol.HubSendReply
-	err := c.doInto(ctx, &protocol.HubSend{Envelope: protocol.Envelope{T: "hub.send"}, To: to, Payload: payload, TimeoutMS: timeout.Milliseconds()}, &out)
+	err := c.doInto(ctx, &protocol.HubSend{Envelope: protocol.Envelope{T: "hub.send"}, To: to, Payload: payload,
+		TimeoutMS: timeout.Milliseconds(), CorrelationID: correlationID}, &out)
 	return out, err
 }
 

@@ -61,7 +61,7 @@ func TestHub(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}()
-			rep, err := c.HubSend(ctx, "agent://c/a", json.RawMessage(`"ping"`), time.Minute)
+			rep, err := c.HubSend(ctx, "agent://c/a", json.RawMessage(`"ping"`), time.Minute, "")
 			if err != nil || string(rep.Payload) != `"pong"` {
 				t.Errorf("HubSend() = %+v, %v; want pong", rep, err)
 			}

@@ -76,7 +76,7 @@ depends_on = ["write"]
 		t.Fatal(err)
 	}
 	defer st.Close()
-	k := kernel.New(kernel.Config{Store: st, DefaultModel: "crew", Prices: prices, UsageEvents: true, DebugActor: true,
+	k := kernel.New(kernel.Config{Store: st, DefaultModel: "crew", Prices: prices, DebugActor: true,
 		Models: func(spec string) (agent.Provider, error) {
 			if spec == "crew" {
 				return runner, nil
@@ -92,7 +92,7 @@ depends_on = ["write"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sess.Send(ctx, kernel.SendInput{Text: "run the crew", Subscribe: true})
+	res, err := sess.Send(ctx, kernel.SendInput{Text: "run the crew", Subscribe: true, UsageEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}

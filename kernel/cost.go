@@ -98,7 +98,7 @@ func (t *turn) Charge(ctx context.Context, c agent.Charge) error {
 // sub-agent that made it. Runs on the actor.
 func (s *Session) emitUsage(r *run, c agent.Charge) {
 	s.assertActor()
-	if !s.k.cfg.UsageEvents && !r.usageEvents || s.run != r {
+	if !r.usageEvents || s.run != r {
 		return
 	}
 	value, _ := json.Marshal(Usage{Provider: c.Provider, Model: c.Model, InputTokens: c.Usage.InputTokens,

@@ -15,8 +15,8 @@ import (
 const (
 	InputRequestedEvent = "orrery.input.requested"
 	InputResolvedEvent  = "orrery.input.resolved"
-	// UsageEvent reports each model call's usage and the run's total, when
-	// Config.UsageEvents is set.
+	// UsageEvent reports each model call's usage and the run's total, in a
+	// run started with SendInput.UsageEvents.
 	UsageEvent = "orrery.usage"
 )
 

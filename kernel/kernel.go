@@ -63,9 +63,6 @@ type Config struct {
 	// Workspace is where tools work: its Root is used for sessions that
 	// name no cwd, and its Extra roots widen every session's workspace.
 	Workspace tool.Workspace
-	// UsageEvents logs an orrery.usage event after each model call, with
-	// the run's cumulative tokens (for the run event bus's cost.updated).
-	UsageEvents bool
 	// MaxSteps bounds the model calls of one run; 0 means the agent default.
 	MaxSteps int
 	// MaxFilesVisited bounds the directory entries one WorkspaceFiles or

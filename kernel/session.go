@@ -436,7 +436,8 @@ type SendInput struct {
 	// steer may not carry them: it joins a run that has its own.
 	Permissions *RunPermissions
 	// UsageEvents logs an orrery.usage event after each of the new run's
-	// model calls, as Config.UsageEvents does for every run.
+	// model calls, with the run's tokens so far (for the run event bus's
+	// cost.updated).
 	UsageEvents bool
 	// Subscribe asks for a Subscription that starts at the new run's
 	// RUN_STARTED.

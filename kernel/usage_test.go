@@ -11,8 +11,7 @@ import (
 
 // TestRunUsageEvents: a run started with SendInput.UsageEvents logs an
 // orrery.usage event after each model call, with the run's tokens so far;
-// the next run of the session, started without it, logs none, as the
-// kernel does not for every run unless Config.UsageEvents.
+// the next run of the session, started without it, logs none.
 func TestRunUsageEvents(t *testing.T) {
 	run(t, func(t *testing.T, m storeMode) {
 		model := script(t,

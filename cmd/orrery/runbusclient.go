@@ -77,17 +77,12 @@ func (h *remoteHub) Post(_, to string, payload json.RawMessage) error {
 // Send implements bus.Hub. Silence past the timeout is hub.ErrTimeout, as
 // on a hub of this process.
 func (h *remoteHub) Send(ctx context.Context, _, to string, payload json.RawMessage, timeout time.Duration, correlationID string) (hub.Message, error) {
-	var out protocol.HubSendReply
-	value, err := h.cl.Do(ctx, &protocol.HubSend{Envelope: protocol.Envelope{T: "hub.send"}, To: to, Payload: payload,
-		TimeoutMS: timeout.Milliseconds(), CorrelationID: correlationID})
+	out, err := h.cl.HubSend(ctx, to, payload, timeout, correlationID)
 	if err != nil {
 		if strings.Contains(err.Error(), hub.ErrTimeout.Error()) {
 			return hub.Message{CorrelationID: correlationID}, fmt.Errorf("%w (%v)", hub.ErrTimeout, err)
 		}
 		return hub.Message{}, err
-	}
-	if err := json.Unmarshal(value, &out); err != nil {
-		return hub.Message{}, fmt.Errorf("decode the hub.send reply: %w", err)
 	}
 	return hub.Message{CorrelationID: out.CorrelationID, Payload: out.Payload}, nil
 }
@@ -148,11 +143,7 @@ func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *rem
 		return &usageError{msg: err.Error()}
 	}
 	defer br.Close()
-	page, err := cl.Read(bg, session, 0, 1)
-	if err != nil {
-		return err
-	}
-	st, err := cl.Attach(bg, session, &page.Head)
+	st, err := attachAtHead(bg, cl, session)
 	if err != nil {
 		return err
 	}

@@ -133,11 +133,7 @@ func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh 
 	if c.events != "" {
 		return c.runEventsClient(ctx, cl, rh, session)
 	}
-	page, err := cl.Read(bg, session, 0, 1)
-	if err != nil {
-		return err
-	}
-	st, err := cl.Attach(bg, session, &page.Head)
+	st, err := attachAtHead(bg, cl, session)
 	if err != nil {
 		return err
 	}
@@ -193,6 +189,16 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 			return err
 		}
 	}
+}
+
+// attachAtHead attaches to session after its head, so that the stream
+// holds what the run about to be sent logs.
+func attachAtHead(ctx context.Context, cl *client.Client, session string) (*client.Stream, error) {
+	page, err := cl.Read(ctx, session, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Attach(ctx, session, &page.Head)
 }
 
 // wirePermissions are the run's own consent rules (permissions) as

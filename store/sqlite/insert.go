@@ -26,9 +26,6 @@ type inserter struct {
 }
 
 func (l *Log) newInserter(tx *sql.Tx, careful bool) *inserter {
-	if l.insertArgs == nil {
-		l.insertArgs = make([]any, 0, 5*insertRows)
-	}
 	return &inserter{l: l, tx: tx, careful: careful, args: l.insertArgs[:0]}
 }
 

@@ -156,6 +156,7 @@ func Open(path string) (*Log, error) {
 		l.Close()
 		return nil, fmt.Errorf("prepare append: %w", err)
 	}
+	l.insertArgs = make([]any, 0, 5*insertRows)
 	if l.updateStmt, err = l.writer.Prepare(`UPDATE sessions SET head = ?, micro_usd = micro_usd + ?,
 		open_run = CASE WHEN ? THEN ? ELSE open_run END WHERE sid = ?`); err != nil {
 		l.Close()
