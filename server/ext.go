@@ -27,13 +27,15 @@ type Extensions interface {
 func (s *Server) doExt(ctx context.Context, req protocol.Request) (value any, ok bool, err error) {
 	switch q := req.(type) {
 	case *protocol.ExtList:
-		if s.cfg.Extensions == nil {
-			return protocol.ExtListReply{Extensions: []protocol.ExtStatus{}}, true, nil
-		}
+		// An unknown session is refused whether or not any extension
+		// runs: an empty list would hide a mistyped id.
 		if q.Session != "" {
 			if _, err := s.k.Session(ctx, q.Session); err != nil {
 				return nil, true, err
 			}
+		}
+		if s.cfg.Extensions == nil {
+			return protocol.ExtListReply{Extensions: []protocol.ExtStatus{}}, true, nil
 		}
 		list := s.cfg.Extensions.List(q.Session)
 		if list == nil {

@@ -599,6 +599,7 @@ func TestBadInput(t *testing.T) {
 		{name: "control/send unknown target", method: "POST", path: "/control", body: `{"t":"run.send","id":"1","session":"idle-thread","input":{"text":"hi"},"target":"nowhere"}`, status: 400, contains: "steer"},
 		{name: "control/send busy without target", method: "POST", path: "/control", body: `{"t":"run.send","id":"1","session":"` + busy + `","input":{"text":"hi"}}`, status: 409, contains: "steer"},
 		{name: "control/cancel unknown session", method: "POST", path: "/control", body: `{"t":"run.cancel","id":"1","session":"nope"}`, status: 404},
+		{name: "control/ext.list unknown session", method: "POST", path: "/control", body: `{"t":"ext.list","id":"1","session":"nope"}`, status: 404},
 		{name: "control/cancel idle session", method: "POST", path: "/control", body: `{"t":"run.cancel","id":"1","session":"idle-thread"}`, status: 400},
 		{name: "control/cancel other run", method: "POST", path: "/control", body: `{"t":"run.cancel","id":"1","session":"` + busy + `","runId":"r-other"}`, status: 400, contains: "r-other"},
 		{name: "control/new unknown model", method: "POST", path: "/control", body: `{"t":"session.new","id":"1","model":"nosuch:model"}`, status: 400, contains: "model"},

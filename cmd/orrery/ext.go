@@ -214,6 +214,21 @@ func (f *connectFlags) dial(ctx context.Context, e *env) (*client.Client, error)
 	return client.Dial(ctx, target, copts)
 }
 
+// sessionError is err, a request on session refused, or the CLI's error
+// for a session the kernel does not have.
+func (f *connectFlags) sessionError(ctx context.Context, e *env, cl *client.Client, session string, err error) error {
+	if known, lerr := hasSession(ctx, cl, session); lerr != nil || known {
+		return err
+	}
+	where := f.connect
+	if where == "" {
+		if cfg, lerr := f.common.load(e); lerr == nil {
+			where = cfg.Store.Data
+		}
+	}
+	return noSession(session, where)
+}
+
 func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session string, asJSON bool) error {
 	cl, err := conn.dial(ctx, c.env)
 	if err != nil {
@@ -222,7 +237,7 @@ func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session str
 	defer cl.Close()
 	raw, err := cl.Do(ctx, &protocol.ExtList{Envelope: protocol.Envelope{T: "ext.list"}, Session: session})
 	if err != nil {
-		return err
+		return conn.sessionError(ctx, c.env, cl, session, err)
 	}
 	var reply protocol.ExtListReply
 	if err := json.Unmarshal(raw, &reply); err != nil {
@@ -236,7 +251,7 @@ func (c *extCmd) listRunning(ctx context.Context, conn connectFlags, session str
 		return printJSON(c.env, reply.Extensions)
 	}
 	if len(reply.Extensions) == 0 {
-		fmt.Fprintf(c.env.stdout, "no extension runs in session %s\n", session)
+		fmt.Fprintf(c.env.stdout, "no extension runs in session %s\n", termtext.VisibleLine(session))
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.env.stdout, 0, 4, 2, ' ', 0)
@@ -384,7 +399,7 @@ func (c *extCmd) restart(ctx context.Context, args []string) error {
 	}
 	defer cl.Close()
 	if _, err := cl.Do(ctx, &protocol.ExtRestart{Envelope: protocol.Envelope{T: "ext.restart"}, Session: *session, Name: pos[0]}); err != nil {
-		return err
+		return conn.sessionError(ctx, c.env, cl, *session, err)
 	}
 	fmt.Fprintf(c.env.stdout, "restarted %s in session %s\n", pos[0], *session)
 	return nil

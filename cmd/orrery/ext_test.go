@@ -149,6 +149,14 @@ func testExt(t *testing.T, bin string) {
 		len(running) != 2 || running[0].Name != "button" || running[0].State != "running" || running[1].Name != "tests" {
 		t.Errorf("ext list --session --json = %q, want an array of button, running, and tests", out)
 	}
+	// A session the kernel does not have is named in the CLI's words, and
+	// shown visibly, in both commands.
+	for _, args := range [][]string{{"list", "--session", "no\x1b]0;pwned\x07pe"}, {"restart", "button", "--session", "no\x1b]0;pwned\x07pe"}} {
+		out := ext(1, append(args, "--connect", srv.url)...)
+		if !strings.Contains(out, "no session no") || !strings.Contains(out, "pe on "+srv.url+": list them with orrery sessions") || strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("ext %s of an unknown session = %q, want it named visibly, and orrery sessions", args[0], out)
+		}
+	}
 	var before struct {
 		Extensions []struct {
 			Name string

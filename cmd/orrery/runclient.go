@@ -109,12 +109,12 @@ func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh 
 	bg := context.WithoutCancel(ctx)
 	session := c.session
 	if session != "" {
-		list, err := cl.Sessions(bg)
+		known, err := hasSession(bg, cl, session)
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(list, func(s protocol.SessionSummary) bool { return s.ID == session }) {
-			return &usageError{msg: fmt.Sprintf("no session %s in %s: list them with orrery sessions", session, cfg.Store.Data)}
+		if !known {
+			return &usageError{msg: fmt.Sprintf("no session %s in %s: list them with orrery sessions", termtext.VisibleLine(session), cfg.Store.Data)}
 		}
 	} else {
 		cwd, err := os.Getwd()
@@ -189,6 +189,23 @@ func (c *runCmd) printStream(ctx context.Context, cl *client.Client, st *client.
 			return err
 		}
 	}
+}
+
+// hasSession reports whether the kernel cl is a client of has session.
+// The CLI asks before (or after) a request the session would fail, to
+// say so in its own words: the server's name its requests.
+func hasSession(ctx context.Context, cl *client.Client, session string) (bool, error) {
+	list, err := cl.Sessions(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list, func(s protocol.SessionSummary) bool { return s.ID == session }), nil
+}
+
+// noSession is the CLI's error for a session the kernel at where does not
+// have.
+func noSession(session, where string) error {
+	return &exitCodeError{code: exitError, err: fmt.Errorf("no session %s on %s: list them with orrery sessions", termtext.VisibleLine(session), where)}
 }
 
 // attachAtHead attaches to session after its head, so that the stream

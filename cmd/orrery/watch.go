@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -109,8 +108,8 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 		}
 		// A session that is not there is named in the CLI's words, not
 		// the protocol's.
-		if list, lerr := cl.Sessions(ctx); lerr == nil && !slices.ContainsFunc(list, func(s protocol.SessionSummary) bool { return s.ID == session }) {
-			return &exitCodeError{code: exitError, err: fmt.Errorf("no session %s on %s: list them with orrery sessions", session, watchedWhere(c.connect, cfg.Store.Data))}
+		if known, lerr := hasSession(ctx, cl, session); lerr == nil && !known {
+			return noSession(session, watchedWhere(c.connect, cfg.Store.Data))
 		}
 		return err
 	}
