@@ -50,6 +50,10 @@ type Answer struct {
 	Refused bool
 	// Why says why it was refused.
 	Why string
+	// Unattended is set with Refused when nobody could be asked: no
+	// client that can answer was attached. An agent may take its
+	// unattended default instead of stopping.
+	Unattended bool
 }
 
 // The question kinds.

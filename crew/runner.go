@@ -17,7 +17,16 @@ import (
 // dependency order. The run's answer is the last task's result.
 type Runner struct {
 	File *File
-	// Models resolves an agent's model spec.
+	// Reload reads File's path again at the start of each run and checks
+	// it with Known, so that a kernel that lives long runs the file as it
+	// is now.
+	Reload bool
+	// Known is what Reload checks the file against.
+	Known Known
+	// Hub, when set, seats the crew for the length of each run (AddCrew,
+	// then RemoveCrew): its agents' mailboxes and its links.
+	Hub *hub.Hub
+	// Models resolves an agent's model spec, once a run for each spec.
 	Models func(spec string) (agent.Provider, error)
 	// DefaultModel is the model of agents whose crew names none.
 	DefaultModel string
@@ -26,9 +35,6 @@ type Runner struct {
 	Tools *tool.Set
 	// Searchable are tools found with tools.search (hub tools, MCP tools).
 	Searchable *tool.Set
-	// AutoHumanInput approves the tasks that declared human input without
-	// asking: the fallback for an unattended run.
-	AutoHumanInput bool
 	// MaxSteps bounds each agent's model calls; 0 is the agent default.
 	MaxSteps int
 }
@@ -49,12 +55,31 @@ func (r *Runner) Stream(context.Context, agent.Request, func(agent.Delta) error)
 // Run implements agent.Runner.
 func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 	f := r.File
+	if r.Reload {
+		nf, err := Load(f.Path())
+		if err == nil {
+			err = nf.Validate(r.Known)
+		}
+		if err != nil {
+			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("the crew file cannot run: %v (fix it and run the crew again)", err), Err: err}}
+		}
+		f = nf
+	}
+	if r.Hub != nil {
+		if err := r.Hub.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
+			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: err.Error(), Err: err}}
+		}
+		defer r.Hub.RemoveCrew(f.Name)
+	}
+	// The agents that name one spec share its provider for the run (a
+	// script's position).
+	providers := map[string]agent.Provider{}
 	outputs := map[string]string{}
 	last := ""
 	for _, t := range f.Order() {
 		a, _ := f.Agent(t.Agent)
-		if t.NeedsHuman() && !r.AutoHumanInput {
-			if err := r.confirm(ctx, in.Turn, t, a); err != nil {
+		if t.NeedsHuman() {
+			if err := confirm(ctx, in.Turn, f, t, a); err != nil {
 				return agent.Result{Err: err}
 			}
 		}
@@ -65,7 +90,12 @@ func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 		if spec == "" {
 			spec = r.DefaultModel
 		}
-		provider, err := r.Models(spec)
+		provider, ok := providers[spec]
+		var err error
+		if !ok {
+			provider, err = r.Models(spec)
+			providers[spec] = provider
+		}
 		if err != nil {
 			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("agent %s of crew %s cannot use model %q: %v", a.ID, f.Name, spec, err), Err: err}}
 		}
@@ -102,17 +132,22 @@ func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 }
 
 // confirm asks the person to approve a task that declared human input.
-func (r *Runner) confirm(ctx context.Context, t agent.Turn, task Task, a Agent) error {
+// When nobody can be asked (no client that answers is attached), the task
+// is approved: the fallback for an unattended run.
+func confirm(ctx context.Context, t agent.Turn, f *File, task Task, a Agent) error {
 	asker, ok := t.(agent.Asker)
 	if !ok {
 		return &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("task %s needs a person's confirmation and nobody can be asked: run it with --events jsonl, or remove human_input", task.ID)}
 	}
 	ans, err := asker.Ask(ctx, agent.Question{
 		Kind: agent.QuestionConfirm, Prompt: fmt.Sprintf("Run task %s (%s)?", task.ID, a.Role),
-		TaskDescription: task.Description, CrewID: r.File.Name, AgentID: a.ID,
+		TaskDescription: task.Description, CrewID: f.Name, AgentID: a.ID,
 	})
 	if err != nil {
 		return err
+	}
+	if ans.Refused && ans.Unattended {
+		return nil
 	}
 	if ans.Refused {
 		return &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("task %s needed a person's confirmation and it was refused (%s), so the crew stopped", task.ID, ans.Why)}

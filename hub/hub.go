@@ -222,8 +222,9 @@ func NewWithOptions(o Options) *Hub {
 	}
 }
 
-// AddCrew registers a crew, its agents (each gets a mailbox that stays for
-// the hub's life) and its links.
+// AddCrew registers a crew, its agents (each gets a mailbox that stays
+// until RemoveCrew) and its links. A name already registered is refused:
+// two crews of one name would share their agents' mailboxes.
 func (h *Hub) AddCrew(name string, agents []string, links []Link) error {
 	for _, l := range links {
 		if err := l.Validate(); err != nil {
@@ -233,7 +234,7 @@ func (h *Hub) AddCrew(name string, agents []string, links []Link) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.crews[name]; ok {
-		return fmt.Errorf("crew %s is already on the hub: give the crew another name", name)
+		return fmt.Errorf("crew %s is already running on this kernel's hub: wait for its run to end, or give the crew another name", name)
 	}
 	h.crews[name] = &crewInfo{agents: slices.Clone(agents), links: slices.Clone(links)}
 	for _, a := range agents {

@@ -65,26 +65,71 @@ func (h *Hub) Leave(addr string) {
 		h.mu.Unlock()
 		return
 	}
-	left := h.boxes[addr]
+	r := h.releaseLocked(addr)
+	h.mu.Unlock()
+	h.finish(r)
+}
+
+// RemoveCrew ends a crew that AddCrew registered, when its run is over:
+// its name may be registered again, and each of its agents' mailboxes is
+// released as Leave releases one (at once, or at the last Leave of an
+// agent that still runs there). Removing a crew that is not there does
+// nothing.
+func (h *Hub) RemoveCrew(name string) {
+	h.mu.Lock()
+	c := h.crews[name]
+	if c == nil {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.crews, name)
+	var rs []released
+	for _, a := range c.agents {
+		addr := Agent(name, a)
+		delete(h.pinned, addr)
+		if h.holders[addr] == 0 {
+			rs = append(rs, h.releaseLocked(addr))
+		}
+	}
+	h.mu.Unlock()
+	for _, r := range rs {
+		h.finish(r)
+	}
+}
+
+// released is what releasing a mailbox leaves to do outside the lock.
+type released struct {
+	addr     string
+	left     []Message
+	stranded []*pending
+}
+
+// releaseLocked drops addr's mailbox, its subscriptions and the sends
+// waiting on it, and remembers it as ended.
+func (h *Hub) releaseLocked(addr string) released {
+	r := released{addr: addr, left: h.boxes[addr]}
 	delete(h.boxes, addr)
 	h.unsubscribeAllLocked(addr)
-	var stranded []*pending
 	for id, p := range h.waiting {
 		if p.to == addr {
-			stranded = append(stranded, p)
+			r.stranded = append(r.stranded, p)
 			delete(h.waiting, id)
 		}
 	}
 	h.ended.add(addr)
-	h.mu.Unlock()
+	return r
+}
 
-	for _, p := range stranded {
+// finish fails the sends that waited on a released mailbox and logs what
+// it still held.
+func (h *Hub) finish(r released) {
+	for _, p := range r.stranded {
 		p.answer <- answerMsg{err: ErrAgentEnded}
 	}
-	if len(left) > 0 {
+	if len(r.left) > 0 {
 		seen := make(map[string]bool)
 		var senders []string
-		for _, m := range left {
+		for _, m := range r.left {
 			if !seen[m.From] {
 				seen[m.From] = true
 				senders = append(senders, m.From)
@@ -92,7 +137,7 @@ func (h *Hub) Leave(addr string) {
 		}
 		sort.Strings(senders)
 		h.log.Info("hub: an agent ended with messages it never read; they are undelivered",
-			"address", addr, "count", len(left), "senders", senders)
+			"address", r.addr, "count", len(r.left), "senders", senders)
 	}
 }
 

@@ -148,6 +148,25 @@ func TestEndedAndUnknown(t *testing.T) {
 		}, b, hub.ErrUnknownAddress},
 		{"no memory", -1, func(h *hub.Hub) { _ = h.Join(a); h.Leave(a) }, a, hub.ErrUnknownAddress},
 		{"a crew's agent stays", 0, func(h *hub.Hub) { _ = h.AddCrew("s", []string{"a"}, nil); _ = h.Join(a); h.Leave(a) }, a, nil},
+		{"a removed crew's agent ends", 0, func(h *hub.Hub) { _ = h.AddCrew("s", []string{"a"}, nil); h.RemoveCrew("s") }, a, hub.ErrAgentEnded},
+		{"a removed crew's running agent ends at its leave", 0, func(h *hub.Hub) {
+			_ = h.AddCrew("s", []string{"a"}, nil)
+			_ = h.Join(a)
+			h.RemoveCrew("s")
+			h.Leave(a)
+		}, a, hub.ErrAgentEnded},
+		{"a removed crew's running agent keeps its mailbox until it leaves", 0, func(h *hub.Hub) {
+			_ = h.AddCrew("s", []string{"a"}, nil)
+			_ = h.Join(a)
+			h.RemoveCrew("s")
+		}, a, nil},
+		{"a crew added again after its removal", 0, func(h *hub.Hub) {
+			_ = h.AddCrew("s", []string{"a"}, nil)
+			h.RemoveCrew("s")
+			if err := h.AddCrew("s", []string{"a"}, nil); err != nil {
+				panic(err)
+			}
+		}, a, nil},
 		{"an added agent stays", 0, func(h *hub.Hub) { _ = h.AddAgent(a); _ = h.Join(a); h.Leave(a) }, a, nil},
 		{"a joined agent using its own address does not pin it", 0, func(h *hub.Hub) { _ = h.Join(a); _ = h.AddAgent(a); h.Leave(a) }, a, hub.ErrAgentEnded},
 	}

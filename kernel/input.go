@@ -80,7 +80,7 @@ func (t *turn) Ask(ctx context.Context, q agent.Question) (agent.Answer, error) 
 			return
 		}
 		if t.s.consenters.Load() == 0 {
-			refused = &agent.Answer{Refused: true, Why: "no client that can answer is attached, so the question is refused"}
+			refused = &agent.Answer{Refused: true, Unattended: true, Why: "no client that can answer is attached, so the question is refused"}
 			return
 		}
 		p, err = t.s.askInput(q)

@@ -21,6 +21,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/agent/models"
+	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/tool"
 )
 
@@ -505,6 +506,42 @@ func TestRequestSpecs(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("with allow_agent_commands the acp: command never ran (%s missing): the test cannot tell a refusal from a broken agent", canary)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPipeSpecs: the spec a pipe caller names is judged by CheckPipeSpec
+// (cmd/orrery's lets the pipe, which only this user can reach, name
+// commands), while the same session.new over a WebSocket is judged by
+// CheckSpec and refused; the pipe's command does run.
+func TestPipeSpecs(t *testing.T) {
+	canary := filepath.Join(t.TempDir(), "pwned")
+	body := `{"t":"session.new","id":"n","model":"acp:touch ` + canary + `"}`
+	r := newTxRig(t, txRigOptions{logs: true, models: acpOrOffline, config: func(c *server.Config) {
+		c.CheckPipeSpec = models.RequestPolicy{AllowCommands: true}.Check
+	}})
+	ws := r.hello(t, "ws", "")
+	ws.send(t, body)
+	if m := ws.reply(t); m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), "allow_agent_commands") {
+		t.Errorf("session.new {model: acp:…} over a WebSocket = %v, want the refusal", m)
+	}
+	pipe := r.hello(t, "pipe", "")
+	pipe.send(t, body)
+	m := pipe.reply(t)
+	session, _ := m["value"].(map[string]any)["session"].(string)
+	if m["ok"] != true || session == "" {
+		t.Fatalf("session.new {model: acp:…} over the pipe = %v, want a session", m)
+	}
+	pipe.send(t, `{"t":"run.send","id":"s","session":"`+session+`","input":{"text":"hi"}}`)
+	pipe.replyTo(t, "s")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(canary); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pipe's acp: command never ran (%s missing)", canary)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

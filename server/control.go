@@ -69,10 +69,15 @@ func queryCaller(r *http.Request) (kernel.Caller, int, error) {
 
 // checkNew refuses what a request may not ask of a new session: a model or
 // agent spec that config and the command line do not define (one that
-// would start a process), or a cwd outside the workspace roots. It returns
-// the cwd with its symlinks resolved.
-func (s *Server) checkNew(model, cwd string) (string, error) {
-	if err := s.cfg.CheckSpec(model); err != nil {
+// would start a process, unless the caller is on the pipe), or a cwd
+// outside the workspace roots. It returns the cwd with its symlinks
+// resolved.
+func (s *Server) checkNew(ctx context.Context, model, cwd string) (string, error) {
+	check := s.cfg.CheckSpec
+	if peerOf(ctx).pipe {
+		check = s.cfg.CheckPipeSpec
+	}
+	if err := check(model); err != nil {
 		return "", &kernel.RequestError{Msg: err.Error()}
 	}
 	if cwd == "" {
@@ -131,7 +136,7 @@ func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Requ
 			}
 			model = acp.Spec(q.Agent)
 		}
-		cwd, err := s.checkNew(model, q.Cwd)
+		cwd, err := s.checkNew(ctx, model, q.Cwd)
 		if err != nil {
 			return nil, err
 		}

@@ -345,7 +345,7 @@ func (s *Server) chatSession(r *http.Request, req *chatRequest) (*kernel.Session
 			return nil, false, err
 		}
 	}
-	if _, err := s.checkNew(model, ""); err != nil {
+	if _, err := s.checkNew(r.Context(), model, ""); err != nil {
 		return nil, false, err
 	}
 	sess, err := s.k.CreateSession(r.Context(), kernel.SessionOptions{ID: id, Model: model})

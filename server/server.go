@@ -89,6 +89,10 @@ type Config struct {
 	// model, provider specs and the aliases in Models
 	// (models.RequestPolicy), and refuses every spec that starts a process.
 	CheckSpec func(spec string) error
+	// CheckPipeSpec decides the spec a pipe caller names instead: the
+	// socket's mode makes every such caller this process's own user, who
+	// may run what the command line may. nil means CheckSpec.
+	CheckPipeSpec func(spec string) error
 	// Roots are the directories a request's session cwd must lie in
 	// ([workspace] roots); empty refuses every cwd a request names.
 	Roots []string
@@ -217,6 +221,9 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.CheckSpec == nil {
 		cfg.CheckSpec = models.RequestPolicy{Aliases: cfg.Models}.Check
+	}
+	if cfg.CheckPipeSpec == nil {
+		cfg.CheckPipeSpec = cfg.CheckSpec
 	}
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
 		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval), watched: make(chan struct{})}

@@ -51,6 +51,9 @@ func withBoundary(sc server.Config, cfg config.Config, cwd string, log *slog.Log
 	sc.AllowedOrigins = cfg.Server.AllowedOrigins
 	sc.PageSecret = secret
 	sc.CheckSpec = specPolicy(cfg).Check
+	local := specPolicy(cfg)
+	local.AllowCommands = true
+	sc.CheckPipeSpec = local.Check
 	sc.Roots = workspaceRoots(cfg, cwd)
 	if slices.Contains(cfg.Server.AllowedHosts, "*") {
 		log.Warn(`server.allowed_hosts holds "*": any name is accepted as this server's, so a page whose DNS name is rebound to this machine can call it; list the names instead`)

@@ -651,7 +651,19 @@ direction = "bidirectional"
 allowed_topics = ["run.progress"]
 `
 
+// TestBusCrew runs a crew on the bus, on a kernel of its own and as a
+// client of serve (which then reads the crew file and seats the crew on
+// its hub): the same transcript either way.
 func TestBusCrew(t *testing.T) {
+	for _, mode := range busModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testBusCrew(t, mode)
+		})
+	}
+}
+
+func testBusCrew(t *testing.T, mode busMode) {
 	dir := t.TempDir()
 	model := scriptSpec(t, dir,
 		// writer
@@ -667,7 +679,7 @@ func TestBusCrew(t *testing.T) {
 	if err := os.WriteFile(crewFile, []byte(billingCrew), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startBus(t, dir, "crew.toml", "--events", "jsonl", "--model", model)
+	r := startBusIn(t, mode, dir, "crew.toml", "--events", "jsonl", "--model", model)
 	r.send(`{"kind":"subscribe","topic":"run.progress"}`)
 	r.send(`{"kind":"subscribe","topic":"secrets"}`)
 	need := r.until("input.needed")
@@ -731,12 +743,21 @@ var (
 )
 
 func TestBusCrewRefusedInput(t *testing.T) {
+	for _, mode := range busModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testBusCrewRefusedInput(t, mode)
+		})
+	}
+}
+
+func testBusCrewRefusedInput(t *testing.T, mode busMode) {
 	dir := t.TempDir()
 	model := scriptSpec(t, dir, m{"text": []string{"never"}})
 	if err := os.WriteFile(filepath.Join(dir, "crew.toml"), []byte(billingCrew), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startBus(t, dir, "crew.toml", "--events", "jsonl", "--model", model)
+	r := startBusIn(t, mode, dir, "crew.toml", "--events", "jsonl", "--model", model)
 	r.until("input.needed")
 	_ = r.stdin.Close() // nobody will answer: refused, never granted
 	code, lines := r.finish()
@@ -764,19 +785,23 @@ func TestCrewFileRefused(t *testing.T) {
 instructions`, `tools = ["echo", "teleport"]
 instructions`, `crew.toml:6: agent writer names an unknown tool "teleport"`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			text := strings.Replace(billingCrew, tt.edit, tt.with, 1)
-			if err := os.WriteFile(filepath.Join(dir, "crew.toml"), []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			code, stdout, stderr := runPrompt(t, dir, "crew.toml", "--events", "jsonl")
-			if code != 2 || !strings.Contains(stderr, tt.wantStderr) || stdout != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing on stdout, and %q", code, stdout, stderr, tt.wantStderr)
-			}
-		})
+	for _, mode := range busModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				text := strings.Replace(billingCrew, tt.edit, tt.with, 1)
+				if err := os.WriteFile(filepath.Join(dir, "crew.toml"), []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				r := startBusIn(t, mode, dir, "crew.toml", "--events", "jsonl")
+				_ = r.stdin.Close()
+				code, stdout := r.finish()
+				if stderr := r.stderrText(); code != 2 || !strings.Contains(stderr, tt.wantStderr) || !strings.Contains(stderr, "nothing ran") || len(stdout) != 0 {
+					t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing on stdout, and %q (nothing ran)", code, stdout, stderr, tt.wantStderr)
+				}
+			})
+		}
 	}
 }
 

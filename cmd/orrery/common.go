@@ -187,6 +187,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	for _, o := range opts {
 		o(&kc)
 	}
+	kc.Models = withCrews(&kc, h)
 	k := kernel.New(kc)
 	agents.setKernel(k)
 	if host != nil {

@@ -329,7 +329,7 @@ func testTwoServes(t *testing.T, bin string) {
 }
 
 // testClientsOfServe: on a data dir orrery serve holds, orrery run (text,
-// --json, --session, a failing run), orrery sessions and orrery watch are
+// --json, --session, a crew, a failing run), orrery sessions and orrery watch are
 // the server's clients over its pipe and print what they print on their
 // own kernel; a run.send and an orrery run --session for the same session
 // at once get a clear busy answer, never a lost run.
@@ -404,14 +404,30 @@ func testClientsOfServe(t *testing.T, bin string) {
 		!strings.Contains(bus[len(bus)-1], `"kind":"run.finished"`) || !strings.Contains(bus[len(bus)-1], `"success":true`) {
 		t.Errorf("orrery run --events jsonl on a held dir = %d, stdout %q, stderr %q; want 0, run.started … run.finished success", r.code, r.stdout, r.stderr)
 	}
-	// What needs a kernel of its own says so, and what to do.
+	// A crew runs on the server too: the server reads the file (named
+	// relative to the run's directory) and seats the crew on its hub for
+	// the run, so the same crew runs again, as edited. Its task that
+	// declared human input runs unasked, since nobody can be asked.
 	crewFile := filepath.Join(ws, "crew.toml")
-	if err := os.WriteFile(crewFile, []byte("name = \"mini\"\n[[agents]]\nid = \"a\"\nrole = \"A\"\n[[tasks]]\nid = \"t\"\ndescription = \"Do it.\"\nagent = \"a\"\n"), 0o600); err != nil {
+	writeCrew := func(task string) {
+		text := "name = \"mini\"\nmodel = \"offline\"\n[[agents]]\nid = \"a\"\nrole = \"A\"\n[[tasks]]\nid = \"t\"\ndescription = \"" + task + "\"\nagent = \"a\"\nhuman_input = true\n"
+		if err := os.WriteFile(crewFile, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCrew("Say plum.")
+	if r = run("crew.toml"); r.code != 0 || !strings.Contains(r.stdout, "plum") {
+		t.Errorf("orrery run crew.toml on a held dir = %d, stdout %q, stderr %q; want 0 and the crew's answer", r.code, r.stdout, r.stderr)
+	}
+	writeCrew("Say quince.")
+	if r = run(crewFile); r.code != 0 || !strings.Contains(r.stdout, "quince") {
+		t.Errorf("orrery run CREW.toml again, edited, on a held dir = %d, stdout %q, stderr %q; want 0 and the edited crew's answer", r.code, r.stdout, r.stderr)
+	}
+	if err := os.WriteFile(crewFile, []byte("name = \"mini\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r = run(crewFile)
-	if r.code != 1 || !strings.Contains(r.stderr, "a crew runs in a kernel of its own") || !strings.Contains(r.stderr, "--data DIR") {
-		t.Errorf("orrery run CREW.toml on a held dir = %d, stderr %q; want 1, why, and --data DIR", r.code, r.stderr)
+	if r = run("crew.toml"); r.code != 2 || !strings.Contains(r.stderr, "crew.toml:1: the crew has no tasks") || !strings.Contains(r.stderr, "nothing ran") {
+		t.Errorf("orrery run of a crew with no tasks on a held dir = %d, stderr %q; want 2 and the line that is wrong", r.code, r.stderr)
 	}
 
 	// --stream-mode encodes here, with each frame's run as the store has it.

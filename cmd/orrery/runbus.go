@@ -6,15 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/bus"
-	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/crew"
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool"
 )
 
@@ -93,75 +94,103 @@ func withTools(set *tool.Set, extra ...tool.Tool) *tool.Set {
 	return tool.NewSet(append(all, extra...)...)
 }
 
-// busKernel adds what the bus and crews need to the kernel's config (the
-// agent tools and the hub are openKernel's): models resolved once per run,
-// and for a crew its runner as the model "crew:PATH". A
-// crew that does not validate is reported in cr.err.
-func (c *runCmd) busKernel(cr *crewRun) func(*kernel.Config) {
-	return func(kc *kernel.Config) {
-		models := cachedModels(kc.Models)
-		kc.Models = models
-		if cr == nil {
-			return
-		}
-		known := crew.Known{
-			Tools: func(name string) bool {
-				_, ok := kc.Tools.Lookup(name)
-				_, found := kc.Searchable.Lookup(name)
-				return ok || found || name == agent.SearchTool
-			},
-			Model: func(spec string) error { _, err := models(spec); return err },
-		}
-		if cr.err = cr.runner.File.Validate(known); cr.err != nil {
-			return
-		}
-		cr.runner.Models = models
-		cr.runner.DefaultModel = kc.DefaultModel
-		cr.runner.Tools = kc.Tools
-		cr.runner.Searchable = kc.Searchable
-		cr.runner.MaxSteps = kc.MaxSteps
-		spec := "crew:" + cr.runner.File.Path()
-		kc.Models = func(s string) (agent.Provider, error) {
-			if s == spec {
-				return cr.runner, nil
+// busKernel adds what the bus needs to the kernel's config (the agent
+// tools and the hub are openKernel's): models resolved once per run, so
+// that the agents of a run that name one script share its position.
+func (c *runCmd) busKernel() func(*kernel.Config) {
+	return func(kc *kernel.Config) { kc.Models = cachedModels(kc.Models) }
+}
+
+// withCrews returns kc's model resolver with crews added: the spec
+// crew:PATH is the crew file at PATH run as the session's agent. The file
+// is read and checked against kc's tools and models when the spec is
+// resolved (a session.new names what is wrong in it), and again at each
+// run, so a kernel that lives long runs it as it is now. For each run the
+// crew is seated on h, so a second run of a crew of the same name waits
+// its turn by failing with a clear error rather than sharing mailboxes.
+// Only the command line and a pipe caller may name crew:PATH
+// (models.RequestPolicy).
+func withCrews(kc *kernel.Config, h *hub.Hub) func(string) (agent.Provider, error) {
+	models := kc.Models
+	known := crew.Known{
+		Tools: func(name string) bool {
+			_, ok := kc.Tools.Lookup(name)
+			_, found := kc.Searchable.Lookup(name)
+			return ok || found || name == agent.SearchTool
+		},
+		Model: func(spec string) error {
+			if strings.HasPrefix(spec, "crew:") {
+				return errors.New("a crew's agent cannot be a crew: name a model")
 			}
-			return models(s)
+			_, err := models(spec)
+			return err
+		},
+	}
+	return func(spec string) (agent.Provider, error) {
+		path, ok := strings.CutPrefix(spec, "crew:")
+		if !ok {
+			return models(spec)
 		}
+		f, err := crew.Load(path)
+		if err == nil {
+			err = f.Validate(known)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &crew.Runner{
+			File: f, Reload: true, Known: known, Hub: h,
+			Models: models, DefaultModel: kc.DefaultModel, Tools: kc.Tools, Searchable: kc.Searchable, MaxSteps: kc.MaxSteps,
+		}, nil
 	}
 }
 
-// crewRun is a crew being wired into a kernel.
-type crewRun struct {
-	runner *crew.Runner
-	err    error
+// crewPrompt is the user message that starts a crew's run.
+func crewPrompt(f *crew.File, target string) string {
+	return fmt.Sprintf("Run crew %s (%s): %d tasks.", f.Name, target, len(f.Tasks))
 }
 
 // runCrew runs a crew file: its tasks, in dependency order, as sub-agents
-// of one run in a new session.
+// of one run in a new session whose model is crew:PATH. On a data dir
+// another process holds, it is that process's client, as a prompt's run
+// is (runclient.go): the holder reads the crew file and seats the crew on
+// its hub.
 func (c *runCmd) runCrew(ctx context.Context) error {
-	f, err := crew.Load(c.target)
+	path, err := filepath.Abs(c.target)
 	if err != nil {
-		return &usageError{msg: err.Error()}
+		return fmt.Errorf("find the crew file %s: %w", c.target, err)
+	}
+	// What is wrong in the file's own terms is named here, in the path as
+	// given; its tools and models are checked by the kernel that runs it.
+	f, err := crew.Load(c.target)
+	if err == nil {
+		err = f.Validate(crew.Known{})
+	}
+	if err != nil {
+		return &usageError{msg: err.Error() + " (nothing ran)"}
 	}
 	cfg, err := c.common.load(c.env)
 	if err != nil {
 		return err
 	}
 	c.placementRules(&cfg)
-	cr := &crewRun{runner: &crew.Runner{File: f, AutoHumanInput: c.events == ""}}
 	log := newLogger(c.env, slog.LevelWarn)
-	// The crew's runner is this process's: it cannot run in another's
-	// kernel. It waits for another orrery run to end; admit refuses any
-	// other holder.
-	j, err := embedOrJoin(ctx, cfg, client.Options{}, func() (*embedded, error) {
-		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(cr))
+	rh := &remoteHub{}
+	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log, rh), func() (*embedded, error) {
+		return openKernel(ctx, c.env, cfg, log, true, c.busKernel())
 	}, c.admit(cfg))
 	if err != nil {
 		return c.interrupted(ctx, err)
 	}
+	prompt := crewPrompt(f, c.target)
+	opts := protocol.SessionNew{Model: "crew:" + path, Title: "crew " + f.Name}
 	if j.cl != nil {
-		j.cl.Close() // admit never lets a crew join: not reached
-		return errors.New("a crew cannot run in another process's kernel")
+		defer j.cl.Close()
+		session, err := c.newClientSession(ctx, cfg, j, opts)
+		if err != nil {
+			return err
+		}
+		return c.sendClient(ctx, j.cl, rh, session, c.target, prompt)
 	}
 	ek := j.k
 	h, err := hold(c.env, cfg, c.common.configPath, ek, "orrery run "+c.target, log)
@@ -170,17 +199,14 @@ func (c *runCmd) runCrew(ctx context.Context) error {
 	}
 	defer h.Close(ctx, true, c.env.stderr)
 	k := ek
-	if cr.err != nil {
-		return &usageError{msg: cr.err.Error() + " (nothing ran)"}
-	}
-	if err := k.hub.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
-		return &usageError{msg: fmt.Sprintf("%s: %v", c.target, err)}
-	}
-	sess, err := k.kernel.CreateSession(ctx, kernel.SessionOptions{Model: "crew:" + f.Path(), Title: "crew " + f.Name})
+	sess, err := k.kernel.CreateSession(ctx, kernel.SessionOptions{Model: opts.Model, Title: opts.Title})
 	if err != nil {
+		var re *kernel.RequestError
+		if errors.As(err, &re) {
+			return &usageError{msg: err.Error() + " (nothing ran)"}
+		}
 		return err
 	}
-	prompt := fmt.Sprintf("Run crew %s (%s): %d tasks.", f.Name, c.target, len(f.Tasks))
 	if c.events != "" {
 		return c.runEvents(ctx, sess, k.hub, c.target, prompt)
 	}

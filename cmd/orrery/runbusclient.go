@@ -129,10 +129,10 @@ func (s remoteSession) RefuseInput(ctx context.Context, request string) error {
 	return s.cl.RefuseInput(ctx, s.session, request)
 }
 
-// runEventsClient runs the prompt in session on the kernel cl is a client
-// of and speaks the run event bus, as runEvents does on a kernel of this
+// runEventsClient runs prompt in session on the kernel cl is a client of
+// and speaks the run event bus, as runEvents does on a kernel of this
 // process.
-func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *remoteHub, session string) error {
+func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *remoteHub, session, target, prompt string) error {
 	log := newLogger(c.env, slog.LevelWarn)
 	bg := context.WithoutCancel(ctx)
 	rh.ctx, rh.cl = bg, cl
@@ -148,10 +148,10 @@ func (c *runCmd) runEventsClient(ctx context.Context, cl *client.Client, rh *rem
 		return err
 	}
 	defer st.Close()
-	if err := br.Started("prompt"); err != nil {
+	if err := br.Started(target); err != nil {
 		return err
 	}
-	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: c.prompt},
+	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: prompt},
 		client.SendOptions{Permissions: c.wirePermissions(), UsageEvents: true})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -38,9 +39,8 @@ import (
 // (or a person's client attached to the session answers it).
 
 // admit judges the holder of the data dir before orrery run joins it.
-// What cannot be its client: a crew (it needs a kernel of its own), and a
-// run in a new session in a directory the
-// holder does not take as a workspace. When the holder is another orrery
+// What cannot be its client: a run in a new session (a prompt's or a
+// crew's) in a directory the holder does not take as a workspace. When the holder is another orrery
 // run, which ends by itself, such a run waits for the data dir, saying so
 // once on stderr; when it is one that stays (serve, the terminal UI, acp),
 // the run is refused, naming why and the choices.
@@ -65,10 +65,7 @@ func (c *runCmd) admit(cfg config.Config) func(datadir.Owner) error {
 
 // unjoinable says why this run cannot be o's client, or "".
 func (c *runCmd) unjoinable(o datadir.Owner) string {
-	switch {
-	case c.target != "":
-		return "a crew runs in a kernel of its own (its runner and its agents' hub seats are this process's)"
-	case c.session != "" || len(o.Roots) == 0:
+	if c.session != "" || len(o.Roots) == 0 {
 		return "" // an existing session works where it always has
 	}
 	cwd, err := os.Getwd()
@@ -83,9 +80,6 @@ func (c *runCmd) unjoinable(o datadir.Owner) string {
 
 // fix is what to do about unjoinable, but a data dir of the run's own.
 func (c *runCmd) fix(o datadir.Owner) string {
-	if c.target != "" {
-		return "run it when the data dir is free"
-	}
 	return "run from inside one of " + strings.Join(o.Roots, ", ") + ", add this directory to [workspace] roots in that kernel's config and restart it"
 }
 
@@ -104,12 +98,11 @@ func (c *runCmd) clientOptions(log *slog.Logger, rh *remoteHub) client.Options {
 
 // runClient runs the prompt on the kernel j.cl is a client of.
 func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh *remoteHub) error {
-	cl := j.cl
 	// Requests that must be answered even after a Ctrl-C.
 	bg := context.WithoutCancel(ctx)
 	session := c.session
 	if session != "" {
-		known, err := hasSession(bg, cl, session)
+		known, err := hasSession(bg, j.cl, session)
 		if err != nil {
 			return err
 		}
@@ -117,28 +110,67 @@ func (c *runCmd) runClient(ctx context.Context, cfg config.Config, j joined, rh 
 			return &usageError{msg: fmt.Sprintf("no session %s in %s: list them with orrery sessions", termtext.VisibleLine(session), cfg.Store.Data)}
 		}
 	} else {
-		cwd, err := os.Getwd()
-		if err != nil {
-			return fmt.Errorf("find the current directory, the run's workspace: %w", err)
-		}
 		model := c.common.model
 		if model == "" && c.common.agent == "" && c.common.modelWhy == "" {
 			model = cfg.Agent.Model // the config's; else the holder picks its own
 		}
-		session, err = cl.NewSession(bg, protocol.SessionNew{Model: model, Agent: c.common.agent, Cwd: cwd})
-		if err != nil {
-			return fmt.Errorf("%s holds the data dir %s and did not start a session for this run: %w (or give orrery run a data dir of its own with --data DIR)", j.owner, cfg.Store.Data, err)
+		var err error
+		if session, err = c.newClientSession(ctx, cfg, j, protocol.SessionNew{Model: model, Agent: c.common.agent}); err != nil {
+			return err
 		}
 	}
-	if c.events != "" {
-		return c.runEventsClient(ctx, cl, rh, session)
+	return c.sendClient(ctx, j.cl, rh, session, "prompt", c.prompt)
+}
+
+// newClientSession starts a session on the holder for this run, working in
+// this directory. A spec naming a file (script:, crew:) is named from the
+// root, since the holder works in a directory of its own. What the holder
+// refuses in the request is a usage error: nothing ran.
+func (c *runCmd) newClientSession(ctx context.Context, cfg config.Config, j joined, opts protocol.SessionNew) (string, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the current directory, the run's workspace: %w", err)
 	}
+	opts.Cwd = cwd
+	opts.Model = absoluteSpec(opts.Model)
+	session, err := j.cl.NewSession(context.WithoutCancel(ctx), opts)
+	var re *client.RequestError
+	if errors.As(err, &re) {
+		return "", &usageError{msg: fmt.Sprintf("%s holds the data dir %s and did not start a session for this run: %s (nothing ran)", j.owner, cfg.Store.Data, re.Message)}
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s holds the data dir %s and did not start a session for this run: %w (or give orrery run a data dir of its own with --data DIR)", j.owner, cfg.Store.Data, err)
+	}
+	return session, nil
+}
+
+// absoluteSpec names the file of a script: or crew: spec from the root.
+func absoluteSpec(spec string) string {
+	scheme, path, ok := strings.Cut(spec, ":")
+	if !ok || (scheme != "script" && scheme != "crew") || path == "" || filepath.IsAbs(path) {
+		return spec
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return spec
+	}
+	return scheme + ":" + abs
+}
+
+// sendClient runs prompt in session on the kernel cl is a client of and
+// prints its frames, or speaks the run event bus with --events (target
+// names what runs in bus.started: prompt, or the crew file).
+func (c *runCmd) sendClient(ctx context.Context, cl *client.Client, rh *remoteHub, session, target, prompt string) error {
+	if c.events != "" {
+		return c.runEventsClient(ctx, cl, rh, session, target, prompt)
+	}
+	bg := context.WithoutCancel(ctx)
 	st, err := attachAtHead(bg, cl, session)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: c.prompt}, client.SendOptions{Permissions: c.wirePermissions()})
+	sent, err := cl.SendWith(bg, session, protocol.RunInput{Text: prompt}, client.SendOptions{Permissions: c.wirePermissions()})
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (c *runCmd) Run(ctx context.Context, args []string) error {
 	log := newLogger(c.env, slog.LevelWarn)
 	rh := &remoteHub{}
 	j, err := embedOrJoin(ctx, cfg, c.clientOptions(log, rh), func() (*embedded, error) {
-		return openKernel(ctx, c.env, cfg, log, true, c.busKernel(nil))
+		return openKernel(ctx, c.env, cfg, log, true, c.busKernel())
 	}, c.admit(cfg))
 	if err != nil {
 		return c.interrupted(ctx, err)
