@@ -93,8 +93,8 @@ func startBusIn(t *testing.T, mode busMode, dir string, args ...string) *busRun 
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(data) })
-		// A request may not name a script model (it reads a file the
-		// request chooses): the server runs it as its default instead.
+		// The script is the server's default model, as it would be the
+		// run's own kernel's, so a crew's agents that name none use it.
 		var serveArgs []string
 		if i := slices.Index(args, "--model"); i >= 0 {
 			serveArgs = append(serveArgs, args[i:i+2]...)
