@@ -39,7 +39,7 @@ func (p burst) Stream(ctx context.Context, _ agent.Request, emit func(agent.Delt
 // Reproduce: go test -run '^$' -bench Ingest -benchtime 1x -count 5 ./bench/
 func BenchmarkIngest(b *testing.B) {
 	const total = 100_000
-	for _, sessions := range []int{1, 500} {
+	for _, sessions := range []int{1, 10, 100, 500} {
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
 			per := total / sessions
 			var rate, cores float64

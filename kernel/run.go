@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync/atomic"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/internal/redact"
@@ -31,6 +32,33 @@ type run struct {
 	done         chan struct{} // closed when the loop goroutine returns
 	// endSeq is the seq of the run's terminal event, once sequenced.
 	endSeq uint64
+	// streamFail is the first error of a delta emitted without waiting
+	// (turn.Emit), for the loop's next Emit.
+	streamFail atomic.Pointer[error]
+}
+
+// failStream records err, the fate of a delta emitted without waiting.
+func (r *run) failStream(err error) { r.streamFail.CompareAndSwap(nil, &err) }
+
+// streamErr returns the first error of a delta emitted without waiting.
+func (r *run) streamErr() error {
+	if p := r.streamFail.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// streamed reports whether events are only streamed deltas, which cannot
+// be refused but for a stopped run or a broken store.
+func streamed(events []protocol.Event) bool {
+	for _, ev := range events {
+		switch ev.(type) {
+		case *protocol.TextMessageContent, *protocol.ToolCallArgs, *protocol.ReasoningMessageContent:
+		default:
+			return false
+		}
+	}
+	return len(events) > 0
 }
 
 // openSet tracks what a run has opened and not yet closed, in the order
@@ -345,9 +373,40 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 // Emit logs events in the run. While the kernel holds more unsaved frames
 // than Config.UnsavedFrames it first waits for the store to catch up, so
 // that a loop never runs further ahead of the log than that.
+//
+// A streamed delta (text, tool arguments, reasoning) is handed to the
+// actor without waiting for it: the actor's inbox keeps it in order with
+// everything else the loop asks of the actor, and what goes wrong with it
+// (the run was stopped, the store broke) is returned by the loop's next
+// Emit. A loop and its actor that handed each delta back and forth ran as
+// a pair that held a processor, and starved the store's writer of it.
+// Every other event waits, so its error (a state delta that does not
+// apply, say) is the caller's at once.
 func (t *turn) Emit(ctx context.Context, events ...protocol.Event) error {
 	if err := t.s.k.unsaved.admit(ctx, t.r.ctx); err != nil {
 		return err
+	}
+	if err := t.r.streamErr(); err != nil {
+		return err
+	}
+	if streamed(events) {
+		// Counted unsaved from now, so the bound holds for deltas still in
+		// the inbox; once sequenced they are counted as queued frames.
+		n := len(events)
+		t.s.k.unsaved.add(n)
+		if t.s.postCurrent(func() {
+			t.s.k.unsaved.done(n)
+			if t.s.run != t.r {
+				t.r.failStream(agent.ErrStopped)
+				return
+			}
+			if err := t.s.emit(t.r.id, events...); err != nil {
+				t.r.failStream(err)
+			}
+		}) {
+			return nil
+		}
+		t.s.k.unsaved.done(n)
 	}
 	var err error
 	if derr := t.s.do(ctx, func() {

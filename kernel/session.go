@@ -311,6 +311,23 @@ func (s *Session) post(a *actor, fn func()) {
 	}
 }
 
+// postCurrent runs fn on the running actor without waiting, and reports
+// whether it could: not while the session is unloaded or closing.
+func (s *Session) postCurrent(fn func()) bool {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	a := s.act
+	if a == nil || s.unloaded {
+		return false
+	}
+	select {
+	case a.inbox <- func() { s.touch(); fn() }:
+		return true
+	case <-a.quit:
+		return false
+	}
+}
+
 // awake loads the session again if it was unloaded.
 func (s *Session) awake(ctx context.Context) error {
 	s.lifeMu.RLock()
