@@ -93,13 +93,35 @@ function connect() {
     setConn('offline', `disconnected; reconnecting in ${Math.ceil(delay / 1000)} s`);
     conn.timer = setTimeout(async () => {
       try {
-        await control({ t: 'session.list' });
+        const { sessions } = await control({ t: 'session.list' });
+        if (conn.es === null && view.session && !(sessions || []).some((x) => x.id === view.session)) {
+          noSuchSession(view.session);
+          return;
+        }
       } catch (err) {
         if (err.status === 401) return;
       }
       connect();
     }, delay);
   };
+}
+
+// noSuchSession stops reconnecting to a session the kernel does not have
+// (a link to a deleted session, or to another kernel's) and says what to
+// do instead.
+function noSuchSession(id) {
+  clearTimeout(conn.timer);
+  setConn('offline', 'no such session');
+  const box = el('div', 'missing');
+  box.setAttribute('role', 'alert');
+  box.append(
+    el('p', 'missing-title', 'There is no session ', el('code', '', id), ' on this kernel.'),
+    el('p', '', 'The link may name a session that was deleted, or one on another kernel. Start a new session, or pick one from the list.'),
+    button('+ New session', () => newSession(), 'primary'),
+  );
+  $('thread').replaceChildren(box);
+  view.items = [];
+  view.byId = new Map();
 }
 
 // ---- the session shown ---------------------------------------------------
@@ -127,6 +149,7 @@ function resetView(session) {
   view.commands = [];
   mentioned.clear();
   closePicker();
+  clearToasts();
   $('thread').replaceChildren();
   scheduleRender();
 }
@@ -324,8 +347,42 @@ function render() {
   renderComposer();
 }
 
+// EXAMPLES are the empty thread's prompts: each works on the offline model.
+const EXAMPLES = [
+  ['Say hello', 'hello'],
+  ['Ask the time', 'what time is it?'],
+  ['Run a command', 'run `echo hi`'],
+];
+
+/** drawEmpty is the thread before its first frame: what to do, and three prompts to try. */
+function drawEmpty() {
+  const box = el('div', 'empty');
+  box.append(
+    el('p', 'empty-title', 'Ask the agent anything.'),
+    el('p', '', 'Type below and press Enter; / lists the commands and @ attaches a file. Or try one:'),
+  );
+  const list = el('div', 'examples');
+  for (const [label, text] of EXAMPLES) {
+    const b = button(label, () => {
+      $('prompt').value = text;
+      submit();
+    }, 'example');
+    b.dataset.prompt = text;
+    b.title = text;
+    list.append(b);
+  }
+  box.append(list);
+  return box;
+}
+
 function renderThread() {
   const thread = $('thread');
+  const empty = thread.querySelector(':scope > .empty');
+  if (view.items.length === 0 && !thread.querySelector(':scope > .missing')) {
+    if (!empty) thread.replaceChildren(drawEmpty());
+    return;
+  }
+  empty?.remove();
   const nearBottom = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 80;
   for (const it of view.items) {
     if (!it.dirty && it.el) continue;
@@ -505,7 +562,7 @@ function renderPlacements() {
 async function layout(t, node, placement) {
   try {
     await control({ t, session: view.session, node, ...(placement ? { placement } : {}) });
-    if (t === 'ui.save') toast(`Saved where ${node} is in the server's config.`);
+    if (t === 'ui.save') toast(`Saved where ${node} is in the server's config.`, 'info');
   } catch (err) {
     toast(err.message);
   }
@@ -943,11 +1000,24 @@ async function signIn(token) {
   connect();
 }
 
-function toast(msg) {
-  const t = el('div', 'toast', msg);
-  t.setAttribute('role', 'status');
+// Toasts sit in their own row above the composer, so they never cover a
+// control. They belong to the session shown: a switch clears them. An
+// error stays until dismissed; an info line goes after a few seconds.
+function toast(msg, level = 'error') {
+  const t = el('div', `toast toast-${level}`, el('span', 'toast-text', level === 'error' ? '⚠ ' : 'ℹ ', msg));
+  t.setAttribute('role', level === 'error' ? 'alert' : 'status');
+  if (level === 'error') {
+    const x = button('×', () => t.remove(), 'small toast-close');
+    x.setAttribute('aria-label', 'Dismiss');
+    t.append(x);
+  } else {
+    setTimeout(() => t.remove(), 6000);
+  }
   $('toasts').append(t);
-  setTimeout(() => t.remove(), 6000);
+}
+
+function clearToasts() {
+  $('toasts').replaceChildren();
 }
 
 // ---- start ---------------------------------------------------------------
@@ -987,6 +1057,7 @@ function start() {
   const id = new URLSearchParams(location.hash.slice(1)).get('session');
   if (id) openSession(id);
   else setConn('offline', 'no session: send a prompt or press New');
+  scheduleRender();
   connectLive();
 }
 

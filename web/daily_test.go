@@ -1,0 +1,149 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+)
+
+// TestEmptyStateExamples: a thread with nothing in it says what to do and
+// offers three prompts, and each one works on the offline model: the first
+// creates the session it runs in.
+func TestEmptyStateExamples(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	run(t, ctx, "load the page", chromedp.Navigate(r.http.URL+"/"), chromedp.WaitVisible(chromedp.CSS(".empty .examples")))
+	if n := count(t, ctx, ".empty .examples button"); n != 3 {
+		t.Fatalf("example prompts = %d, want 3", n)
+	}
+	screenshot(t, ctx, "empty", "the first screen: what to do, and three prompts to try")
+	for i, want := range []string{
+		`[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes('You said: "hello"'))`,
+		`[...document.querySelectorAll(".tool")].some(e => e.textContent.includes("clock") && e.textContent.includes("✓ ok"))`,
+		`document.querySelector(".consent button[data-option=allow_once]") !== null`,
+	} {
+		if i > 0 {
+			run(t, ctx, "press New session", chromedp.Click(chromedp.ID("new-session")))
+			until(t, ctx, "the new session shows the examples", `document.querySelectorAll(".empty .examples button").length === 3`)
+		}
+		label := evalJS[string](t, ctx, `document.querySelectorAll(".empty .examples button")[`+js(i)+`].textContent`)
+		run(t, ctx, "press the example "+label, chromedp.Click(chromedp.CSS(".empty .examples button:nth-child("+js(i+1)+")")))
+		until(t, ctx, "the example "+label+" works on the offline model", want)
+		if n := count(t, ctx, ".empty"); n != 0 {
+			t.Errorf("after the example %s the empty state is still shown", label)
+		}
+	}
+}
+
+// TestLongWordWraps: a 400-character word in a prompt and in the answer
+// that echoes it wraps; the thread never scrolls sideways.
+func TestLongWordWraps(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 900, 700)
+	openNewSession(t, ctx, r.http.URL)
+	word := strings.Repeat("x", 400)
+	prompt(t, ctx, "hello "+word)
+	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
+	if w := evalJS[[]int](t, ctx, `(t => [t.scrollWidth, t.clientWidth])(document.getElementById("thread"))`); w[0] > w[1] {
+		t.Errorf("the thread is %d px wide inside %d: a long word does not wrap", w[0], w[1])
+	}
+}
+
+// TestToastsKeepOffTheControls: an error toast sits in its own row, never
+// over the prompt, Send or Stop; it stays until dismissed, and it belongs
+// to its session: switching clears it.
+func TestToastsKeepOffTheControls(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	openNewSession(t, ctx, r.http.URL)
+	for i := range 3 {
+		prompt(t, ctx, "/nosuch"+js(i))
+	}
+	until(t, ctx, "three error toasts are shown", `document.querySelectorAll("#toasts .toast-error").length === 3`)
+	overlap := `(() => {
+		const r = (e) => e.getBoundingClientRect();
+		const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+		const controls = ["prompt", "send", "stop", "new-session"].map((id) => document.getElementById(id)).filter((e) => e.offsetParent !== null);
+		return [...document.querySelectorAll("#toasts .toast")].some((t) => controls.some((c) => hit(r(t), r(c))));
+	})()`
+	if evalJS[bool](t, ctx, overlap) {
+		t.Error("a toast covers the prompt, Send, Stop or New session")
+	}
+	if got := textOf(t, ctx, "#toasts .toast"); !strings.Contains(got, "is not a command here") {
+		t.Errorf("the toasts = %q, want the error", got)
+	}
+	screenshot(t, ctx, "toasts", "three error toasts in their row above the composer, each with its dismiss button")
+	run(t, ctx, "dismiss the first toast", chromedp.Click(chromedp.CSS("#toasts .toast .toast-close")))
+	until(t, ctx, "one toast is gone", `document.querySelectorAll("#toasts .toast").length === 2`)
+	run(t, ctx, "press New session", chromedp.Click(chromedp.ID("new-session")))
+	until(t, ctx, "the other session shows no toast", `document.querySelectorAll("#toasts .toast").length === 0 && window.orrery.view.session !== ""`)
+}
+
+// TestUnknownSession: a link to a session the kernel does not have says so
+// and offers a new session, instead of reconnecting forever.
+func TestUnknownSession(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	run(t, ctx, "load a link to an unknown session", chromedp.Navigate(r.http.URL+"/#session=ses_nosuch"))
+	until(t, ctx, "the page says the session is not there", `document.querySelector("#thread .missing") !== null`)
+	if got := textOf(t, ctx, "#thread .missing"); !strings.Contains(got, "There is no session ses_nosuch on this kernel") || !strings.Contains(got, "New session") {
+		t.Errorf("the explanation = %q, want the session named and the way out", got)
+	}
+	if got := textOf(t, ctx, "#conn"); !strings.Contains(got, "no such session") {
+		t.Errorf("the connection state = %q, want no such session", got)
+	}
+	screenshot(t, ctx, "unknown-session", "a link to a session the kernel does not have: what happened and a New session button")
+	run(t, ctx, "press the explanation's New session", chromedp.Click(chromedp.CSS("#thread .missing button")))
+	until(t, ctx, "a new session is live", `document.getElementById("conn").dataset.state === "live" && window.orrery.view.session.startsWith("ses_") && window.orrery.view.session !== "ses_nosuch"`)
+}
+
+// TestContrast runs axe-core's color-contrast rule in the page, in the
+// light and the dark scheme, over a thread with an answer, a tool call,
+// a consent prompt and the buttons: every text has at least 4.5:1 (AA).
+func TestContrast(t *testing.T) {
+	axe, err := os.ReadFile(filepath.Join("node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("ORRERY_REQUIRE_NODE") != "" {
+			t.Fatalf("axe-core is not installed: run npm ci in web/ (%v)", err)
+		}
+		t.Skipf("axe-core is not installed: run npm ci in web/ to check contrast (%v)", err)
+	}
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	openNewSession(t, ctx, r.http.URL)
+	prompt(t, ctx, "hello")
+	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
+	prompt(t, ctx, "run `echo hi`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	prompt(t, ctx, "/nosuch")
+	until(t, ctx, "an error toast is shown", `document.querySelector("#toasts .toast-error") !== null`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(axe)+";\ntypeof axe.run === 'function'")); err != nil {
+		t.Fatalf("load axe-core: %v", err)
+	}
+	for _, scheme := range []string{"light", "dark"} {
+		run(t, ctx, "emulate the "+scheme+" scheme", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+			return err
+		}))
+		if got := evalJS[bool](t, ctx, `matchMedia("(prefers-color-scheme: dark)").matches`); got != (scheme == "dark") {
+			t.Fatalf("the page does not see the %s scheme", scheme)
+		}
+		cctx, cancel := context.WithTimeout(ctx, waitFor)
+		violations, err := chromedp.Run(cctx, chromedp.Evaluate[[]string](`axe.run(document, { runOnly: ["color-contrast"], resultTypes: ["violations"] }).then((r) =>
+			r.violations.flatMap((v) => v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary.replace(/\s+/g, " "))))`, chromedp.EvalAwaitPromise))
+		cancel()
+		if err != nil {
+			t.Fatalf("run axe-core: %v", err)
+		}
+		for _, v := range violations {
+			t.Errorf("%s scheme: contrast below 4.5:1 at %s", scheme, v)
+		}
+		screenshot(t, ctx, "contrast-"+scheme, "the thread, a tool call, a consent prompt and a toast in the "+scheme+" scheme, as axe-core checked it")
+	}
+}
