@@ -147,3 +147,40 @@ func TestContrast(t *testing.T) {
 		screenshot(t, ctx, "contrast-"+scheme, "the thread, a tool call, a consent prompt and a toast in the "+scheme+" scheme, as axe-core checked it")
 	}
 }
+
+// TestNarrowLayout: at 500 px one view shows at a time, picked with tabs,
+// so a placed pane never sits below the composer, off screen: the thread
+// and its composer fill the screen, the right pane's tab shows the chart
+// placed there, and the sessions have a tab of their own.
+func TestNarrowLayout(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 500, 800)
+	run(t, ctx, "load the page", chromedp.Navigate(r.http.URL+"/"), chromedp.WaitVisible(chromedp.ID("prompt")))
+	if n := count(t, ctx, ".empty .examples button"); n != 3 {
+		t.Errorf("the narrow first screen shows %d example prompts, want 3", n)
+	}
+	prompt(t, ctx, "show me a chart of apples pears")
+	until(t, ctx, "the chart is placed in the right pane, with a tab", `document.querySelector("#pane-right .placed canvas") !== null && !document.querySelector("#tabs [data-tab=pane-right]").hidden`)
+	inView := func(sel string) string {
+		return `(() => { const e = document.querySelector(` + js(sel) + `); if (!e || e.offsetParent === null) return false;
+			const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight + 1 && r.width > 0; })()`
+	}
+	shown := func(sel string) bool { return evalJS[bool](t, ctx, inView(sel)) }
+	if !shown("#composer") || !shown("#thread") || shown("#pane-right") {
+		t.Errorf("on the thread's tab: composer shown %v, thread %v, right pane %v; want the thread and its composer alone", shown("#composer"), shown("#thread"), shown("#pane-right"))
+	}
+	screenshot(t, ctx, "narrow-thread", "500 px wide: the tabs row, the thread and its composer")
+	run(t, ctx, "press the right pane's tab", chromedp.Click(chromedp.CSS(`#tabs [data-tab=pane-right]`)))
+	until(t, ctx, "the chart is on screen", inView("#pane-right .placed canvas"))
+	if shown("#composer") {
+		t.Error("the composer is shown beside the right pane, want one view at a time")
+	}
+	screenshot(t, ctx, "narrow-pane", "500 px wide: the right pane's tab, with its chart on screen")
+	run(t, ctx, "press the sessions tab", chromedp.Click(chromedp.CSS(`#tabs [data-tab=sessions]`)))
+	until(t, ctx, "the session list is on screen, with the session the prompt made", inView("#new-session")+` && document.querySelectorAll("#sessions .session").length === 1`)
+	run(t, ctx, "press the thread's tab", chromedp.Click(chromedp.CSS(`#tabs [data-tab=thread]`)))
+	until(t, ctx, "the composer is back", inView("#composer"))
+	if w := evalJS[[]int](t, ctx, `[document.documentElement.scrollWidth, innerWidth]`); w[0] > w[1] {
+		t.Errorf("the page is %d px wide in a %d px window: it scrolls sideways", w[0], w[1])
+	}
+}

@@ -557,6 +557,24 @@ function renderPlacements() {
   }
   document.body.classList.toggle('has-left', !regions['pane.left'].hidden);
   document.body.classList.toggle('has-right', !regions['pane.right'].hidden);
+  renderTabs();
+}
+
+// On a narrow screen (the tabs row shows only there) one view is shown
+// at a time: the sessions, a pane, or the thread with its composer. A
+// pane's tab exists while something is placed in it.
+function renderTabs() {
+  for (const b of $('tabs').querySelectorAll('button')) {
+    const tab = b.dataset.tab;
+    if (tab.startsWith('pane-')) b.hidden = $(tab).hidden;
+    b.setAttribute('aria-pressed', String(document.body.dataset.tab === tab));
+  }
+  if (document.body.dataset.tab.startsWith('pane-') && $(document.body.dataset.tab).hidden) showTab('thread');
+}
+
+function showTab(tab) {
+  document.body.dataset.tab = tab;
+  renderTabs();
 }
 
 async function layout(t, node, placement) {
@@ -662,6 +680,7 @@ function openSession(id) {
   resetView(id);
   connect();
   renderSessions();
+  showTab('thread');
   $('prompt').focus();
 }
 
@@ -1023,6 +1042,7 @@ function clearToasts() {
 // ---- start ---------------------------------------------------------------
 
 function start() {
+  for (const b of $('tabs').querySelectorAll('button')) b.addEventListener('click', () => showTab(b.dataset.tab));
   $('new-session').addEventListener('click', () => newSession());
   $('send').addEventListener('click', submit);
   $('stop').addEventListener('click', stop);
