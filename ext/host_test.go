@@ -466,8 +466,20 @@ func TestCrashAndRestart(t *testing.T) {
 	w := newWorld(t, "offline", ext.Config{Extensions: []*ext.Manifest{rogue(t, "crash-once", "")}, BackoffMin: 10 * time.Millisecond}, nil)
 	w.w.until(placed("main", "up"))
 	w.w.until(notice("stopped"))
-	w.w.until(placed("main", "stopped"))
-	w.w.until(placed("main", "up"))
+	// The surface is drawn stopped, marked so that every client dims it,
+	// and the mark goes once the extension draws it again.
+	stopped := w.w.until(placed("main", "stopped"))
+	up := w.w.until(placed("main", "up"))
+	for _, c := range []struct {
+		ev   protocol.Event
+		want bool
+	}{{stopped, true}, {up, false}} {
+		var p kernel.Placed
+		_ = json.Unmarshal(c.ev.(*protocol.Custom).Value, &p)
+		if p.Stopped != c.want {
+			t.Errorf("orrery.placed %q has stopped %v, want %v", p.Text, p.Stopped, c.want)
+		}
+	}
 	st := waitState(t, w, ext.StateRunning)
 	if st.Restarts != 1 || !strings.Contains(st.Error, "exit status 2") {
 		t.Errorf("List() = %+v, want rogue running after 1 restart, naming why it stopped", st)

@@ -129,7 +129,7 @@ func (in *Instance) drawStopped(ctx context.Context, why string) {
 	for _, id := range ids {
 		sh := all[id]
 		text := fmt.Sprintf("stopped: %s. Restart it with /ext restart %s", why, in.m.Extension.Name)
-		if err := in.s.Show(ctx, in.owner, kernel.ShowInput{ID: id, Placement: sh.placement, Title: sh.title, Surface: textSurface(text)}); err != nil {
+		if err := in.s.Show(ctx, in.owner, kernel.ShowInput{ID: id, Placement: sh.placement, Title: sh.title, Surface: textSurface(text), Stopped: true}); err != nil {
 			in.log.Warn("draw stopped surface", "id", id, "err", err)
 		}
 	}

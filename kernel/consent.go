@@ -383,7 +383,7 @@ func (s *Session) placeConsent(p *pendingConsent, q consentQuestion) error {
 	if err != nil {
 		return fmt.Errorf("consent question: %w", err)
 	}
-	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text, nil); err != nil {
+	if err := s.place(ui.OwnerHost, consentID, ui.Inline, "Consent", surface, nil, text, nil, false); err != nil {
 		return err
 	}
 	q.req.Request = p.id

@@ -45,6 +45,10 @@ type ShowInput struct {
 	// surface, checked strictly (dialect/a2ui.Validate); the surface every
 	// client draws is lifted from it, and the A2UI face sends the messages.
 	A2UI json.RawMessage
+	// Stopped says the owner's process has stopped (an extension that
+	// crashed or was stopped): clients draw the surface dimmed, marked
+	// stopped. Showing it again without Stopped clears the mark.
+	Stopped bool
 }
 
 // node is a placed surface or component as it sits in the state document
@@ -66,6 +70,8 @@ type node struct {
 	// to the node), kept so that the A2UI face sends it again after a move
 	// or in a snapshot, and so that its buttons' actions can be checked.
 	A2UI json.RawMessage `json:"a2ui,omitempty"`
+	// Stopped marks a surface whose owner's process has stopped.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Placed is the value of an orrery.placed event: a surface, or a
@@ -82,6 +88,8 @@ type Placed struct {
 	// A2UI is the a2ui form the surface was shown with, as the A2UI face
 	// sends it.
 	A2UI json.RawMessage `json:"a2ui,omitempty"`
+	// Stopped marks a surface whose owner's process has stopped.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Unplaced is the value of an orrery.unplaced event.
@@ -166,26 +174,27 @@ func (s *Session) show(owner ui.Owner, in ShowInput) error {
 	if err != nil {
 		return refuse(err)
 	}
-	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text, a2uiOps)
+	return s.place(owner, in.ID, placement, in.Title, in.Surface, in.Fallback, text, a2uiOps, in.Stopped)
 }
 
 // place puts a checked surface under owner's id and announces it. A
 // component shown there before leaves with its data and, when no other node
 // uses it, its structure. a2uiOps is the a2ui form it was shown with, if
-// any, for the A2UI face. Runs on the actor.
-func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string, a2uiOps json.RawMessage) error {
+// any, for the A2UI face; stopped marks it as its owner's process having
+// stopped. Runs on the actor.
+func (s *Session) place(owner ui.Owner, id string, placement ui.Placement, title string, surface, fallback json.RawMessage, text string, a2uiOps json.RawMessage, stopped bool) error {
 	view, err := s.state.view()
 	if err != nil {
 		return err
 	}
 	nodeID := ui.NodeID(owner, id)
-	next := node{Placement: string(placement), Title: title, Owner: string(owner), Surface: surface, Fallback: fallback, A2UI: a2uiOps}
+	next := node{Placement: string(placement), Title: title, Owner: string(owner), Surface: surface, Fallback: fallback, A2UI: a2uiOps, Stopped: stopped}
 	ops, err := nodeChange(view.UI.Nodes[nodeID], ui.NodePath(owner, id), next)
 	if err != nil {
 		return err
 	}
 	ops = append(ops, dropOps(view, owner, id, nodeID)...)
-	placed := Placed{ID: id, Placement: string(placement), Owner: string(owner), Title: title, Surface: surface, Text: text, A2UI: a2uiOps}
+	placed := Placed{ID: id, Placement: string(placement), Owner: string(owner), Title: title, Surface: surface, Text: text, A2UI: a2uiOps, Stopped: stopped}
 	if err := s.emitPlacement(ops, placed); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/getorrery/orrery/kernel"
 )
 
 // TestEmptyStateExamples: a thread with nothing in it says what to do and
@@ -123,6 +125,8 @@ func TestContrast(t *testing.T) {
 	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
 	prompt(t, ctx, "/nosuch")
 	until(t, ctx, "an error toast is shown", `document.querySelector("#toasts .toast-error") !== null`)
+	showStopped(t, r, evalJS[string](t, ctx, `window.orrery.view.session`), true)
+	until(t, ctx, "the stopped surface is shown", `document.querySelector("#pane-right .placed.stopped") !== null`)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(axe)+";\ntypeof axe.run === 'function'")); err != nil {
 		t.Fatalf("load axe-core: %v", err)
 	}
@@ -183,4 +187,47 @@ func TestNarrowLayout(t *testing.T) {
 	if w := evalJS[[]int](t, ctx, `[document.documentElement.scrollWidth, innerWidth]`); w[0] > w[1] {
 		t.Errorf("the page is %d px wide in a %d px window: it scrolls sideways", w[0], w[1])
 	}
+}
+
+// showStopped has the kernel place ext:ci's surface as the extension host
+// draws it once the extension stopped (stopped), or again once it runs.
+func showStopped(t *testing.T, r *rig, session string, stopped bool) {
+	t.Helper()
+	sess, err := r.k.Session(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "42 tests passed"
+	if stopped {
+		text = "stopped: exit status 2. Restart it with /ext restart ci"
+	}
+	surface, _ := json.Marshal(map[string]any{"kind": map[string]any{"t": "text", "value": text}})
+	if err := sess.Show(context.Background(), ciOwner, kernel.ShowInput{ID: "ci", Placement: "pane.right", Title: "CI", Surface: surface, Stopped: stopped}); err != nil {
+		t.Fatalf("Show(stopped %v) = %v", stopped, err)
+	}
+}
+
+// TestStoppedSurface: an extension's surface drawn once the extension
+// stopped is marked stopped and set apart (dashed, muted), with the
+// restart command; drawn again once it runs, the mark goes.
+func TestStoppedSurface(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	showStopped(t, r, session, false)
+	until(t, ctx, "the running surface is shown", `[...document.querySelectorAll("#pane-right .placed")].some(e => e.textContent.includes("42 tests passed"))`)
+	if n := count(t, ctx, "#pane-right .placed.stopped"); n != 0 {
+		t.Fatalf("a running extension's surface is marked stopped")
+	}
+	showStopped(t, r, session, true)
+	until(t, ctx, "the surface is marked stopped", `document.querySelector("#pane-right .placed.stopped .stopped-tag") !== null`)
+	if got := textOf(t, ctx, "#pane-right .placed.stopped"); !strings.Contains(got, "⏸ stopped") || !strings.Contains(got, "/ext restart ci") {
+		t.Errorf("the stopped card = %q, want the stopped mark and the restart command", got)
+	}
+	if style := evalJS[string](t, ctx, `getComputedStyle(document.querySelector("#pane-right .placed.stopped")).borderTopStyle`); style != "dashed" {
+		t.Errorf("the stopped card's border is %s, want it set apart (dashed)", style)
+	}
+	screenshot(t, ctx, "stopped-surface", "an extension's surface once it stopped: dashed, muted, marked stopped, naming /ext restart ci")
+	showStopped(t, r, session, false)
+	until(t, ctx, "the mark goes once it runs again", `document.querySelector("#pane-right .placed.stopped") === null && document.querySelector("#pane-right .placed") !== null`)
 }
