@@ -287,7 +287,7 @@ func TestSteerAndStop(t *testing.T) {
 
 	prompt(t, ctx, "run `sleep 20`")
 	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
-	until(t, ctx, "the composer offers Steer and Stop", `document.getElementById("send").textContent === "Steer" && !document.getElementById("stop").hidden`)
+	until(t, ctx, "the composer offers Steer and Stop", `document.getElementById("send").textContent === "Steer" && !document.getElementById("stop").hidden && !document.getElementById("prompt").disabled`)
 	prompt(t, ctx, "also say when done")
 	until(t, ctx, "the steer is in the thread", `[...document.querySelectorAll(".msg.user.steer")].some(e => e.textContent.includes("You (steer)") && e.textContent.includes("also say when done"))`)
 	screenshot(t, ctx, "steer", "a run in flight with the person's steer in the thread and the Stop button")
@@ -305,12 +305,14 @@ func TestSteerAndStop(t *testing.T) {
 func TestPhoneWidth(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	ctx := browser(t, 390, 844)
-	openNewSession(t, ctx, r.http.URL)
+	run(t, ctx, "load the page", chromedp.Navigate(r.http.URL+"/"), chromedp.WaitVisible(chromedp.ID("prompt")))
 	prompt(t, ctx, "show me a chart of apples pears")
-	until(t, ctx, "the chart is drawn", `document.querySelector("#pane-right canvas") !== null`)
-	// Nothing is wider than the screen: the panes stack under the thread.
+	until(t, ctx, "the chart is drawn, with its pane's tab", `document.querySelector("#pane-right canvas") !== null && !document.querySelector("#tabs [data-tab=pane-right]").hidden`)
+	run(t, ctx, "press the right pane's tab", chromedp.Click(chromedp.CSS(`#tabs [data-tab=pane-right]`)))
+	until(t, ctx, "the chart is on screen", `document.querySelector("#pane-right canvas").getBoundingClientRect().width > 0`)
+	// Nothing is wider than the screen: one view at a time.
 	if w := evalJS[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("page width = %d at a 390-pixel screen, want no horizontal scroll", w)
 	}
-	screenshot(t, ctx, "phone", "the thread and the chart pane stacked at phone width (390×844)")
+	screenshot(t, ctx, "phone", "the chart pane's tab at phone width (390×844)")
 }

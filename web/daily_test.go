@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/getorrery/orrery/kernel"
 )
 
@@ -121,10 +122,10 @@ func TestContrast(t *testing.T) {
 	openNewSession(t, ctx, r.http.URL)
 	prompt(t, ctx, "hello")
 	until(t, ctx, "the answer has streamed in", `[...document.querySelectorAll(".msg.assistant")].some(e => e.textContent.includes("to talk to a real model."))`)
-	prompt(t, ctx, "run `echo hi`")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
 	prompt(t, ctx, "/nosuch")
 	until(t, ctx, "an error toast is shown", `document.querySelector("#toasts .toast-error") !== null`)
+	prompt(t, ctx, "run `echo hi`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
 	showStopped(t, r, evalJS[string](t, ctx, `window.orrery.view.session`), true)
 	until(t, ctx, "the stopped surface is shown", `document.querySelector("#pane-right .placed.stopped") !== null`)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](string(axe)+";\ntypeof axe.run === 'function'")); err != nil {
@@ -230,4 +231,58 @@ func TestStoppedSurface(t *testing.T) {
 	screenshot(t, ctx, "stopped-surface", "an extension's surface once it stopped: dashed, muted, marked stopped, naming /ext restart ci")
 	showStopped(t, r, session, false)
 	until(t, ctx, "the mark goes once it runs again", `document.querySelector("#pane-right .placed.stopped") === null && document.querySelector("#pane-right .placed") !== null`)
+}
+
+// TestConsentModal: a question is the page's modal. The composer is
+// disabled with its draft kept, the focus starts on Deny, keys that are
+// not an answer answer nothing, the whole command is shown wrapped with
+// the part that decided marked, Enter takes the focused option and Esc
+// denies.
+func TestConsentModal(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1000, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	typeKeys(t, ctx, "my draft")
+	command := "echo start; " + strings.Repeat("printf 'a long line of output' ; ", 9) + "rm -rf ./important"
+	sendAsOther := func(text string) {
+		body, _ := json.Marshal(map[string]any{"t": "run.send", "id": "x", "session": session, "input": map[string]any{"text": text}})
+		if v, status := control(t, r.http.URL, "?client=cli", string(body)); status != 200 {
+			t.Fatalf("run.send from another client = %d %v", status, v)
+		}
+	}
+	sendAsOther("run `" + command + "`")
+	until(t, ctx, "the question holds the focus, on Deny", `document.activeElement.matches(".consent button[data-option=deny]")`)
+	if !evalJS[bool](t, ctx, `document.getElementById("prompt").disabled && document.getElementById("prompt").value === "my draft" && document.getElementById("send").disabled`) {
+		t.Error("while the question waits, want the composer disabled with its draft kept")
+	}
+	args := textOf(t, ctx, ".consent .consent-args")
+	if !strings.Contains(args, "rm -rf ./important") || strings.Contains(args, "…") {
+		t.Errorf("the question shows %q, want the whole command, never cut", args)
+	}
+	if w := evalJS[[]int](t, ctx, `(e => [e.scrollWidth, e.clientWidth])(document.querySelector(".consent .consent-args"))`); w[0] > w[1] {
+		t.Errorf("the command is %d px wide in %d: want it wrapped", w[0], w[1])
+	}
+	if m := textOf(t, ctx, ".consent .consent-args mark"); m == "" || !strings.Contains(command, m) {
+		t.Errorf("the marked part = %q, want a part of the command", m)
+	}
+	screenshot(t, ctx, "consent-modal", "a 300-character shell line asked about: all of it wrapped, the deciding part marked, the focus on Deny, the composer disabled with its draft")
+	typeKeys(t, ctx, "stay y a")
+	if n := len(r.sent("consent.answer")); n != 0 || count(t, ctx, ".consent") != 1 {
+		t.Fatalf("typing during the question sent %d answers, want none and the question still up", n)
+	}
+	press(t, ctx, "\r")
+	until(t, ctx, "Enter took Deny", `[...document.querySelectorAll(".decision")].some(e => e.textContent.includes("denied") && e.textContent.includes("by web"))`)
+	until(t, ctx, "the composer is back with its draft", `!document.getElementById("prompt").disabled && document.getElementById("prompt").value === "my draft"`)
+	if answers := r.sent("consent.answer"); len(answers) != 1 || answers[0]["option"] != "deny" {
+		t.Errorf("consent.answer requests = %v, want one deny", answers)
+	}
+	until(t, ctx, "the run has ended", `window.orrery.view.runId === ""`)
+
+	sendAsOther("run `echo again`")
+	until(t, ctx, "the second question holds the focus", `document.activeElement.matches(".consent button[data-option=deny]")`)
+	press(t, ctx, kb.Escape)
+	until(t, ctx, "Esc denied it", `document.querySelector(".consent") === null && [...document.querySelectorAll(".decision")].filter(e => e.textContent.includes("denied")).length === 2`)
+	if answers := r.sent("consent.answer"); len(answers) != 2 || answers[1]["option"] != "deny" {
+		t.Errorf("consent.answer requests = %v, want the second a deny", answers)
+	}
 }

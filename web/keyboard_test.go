@@ -92,7 +92,8 @@ func TestKeyboardOnly(t *testing.T) {
 	if got := evalJS[string](t, ctx, `document.querySelector(".consent").getAttribute("role")`); got != "alertdialog" {
 		t.Errorf("the consent prompt's role = %q, want alertdialog", got)
 	}
-	// Back from the prompt to the consent's options.
+	// The question takes the focus, on Deny; Shift+Tab moves back to Allow once.
+	until(t, ctx, "the focus is on Deny", `document.activeElement.matches(".consent button[data-option=deny]")`)
 	tabTo(t, ctx, ".consent button[data-option=allow_once]", true)
 	screenshot(t, ctx, "keyboard-consent", "the consent prompt's Allow once reached with Shift+Tab, its focus ring drawn")
 	press(t, ctx, "\r")

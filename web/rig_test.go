@@ -458,9 +458,11 @@ func openNewSession(t *testing.T, ctx context.Context, base string) string {
 	return evalJS[string](t, ctx, `window.orrery.view.session`)
 }
 
-// prompt types text into the composer and presses Enter.
+// prompt types text into the composer and presses Enter, once the
+// composer takes keys (a question waiting disables it).
 func prompt(t *testing.T, ctx context.Context, text string) {
 	t.Helper()
+	until(t, ctx, "the composer takes keys", `!document.getElementById("prompt").disabled`)
 	run(t, ctx, "type "+text,
 		chromedp.Focus(chromedp.ID("prompt")),
 		chromedp.SetValue(chromedp.ID("prompt"), text),

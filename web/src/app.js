@@ -345,6 +345,7 @@ function render() {
   renderThread();
   renderPlacements();
   renderComposer();
+  renderAsking();
 }
 
 // EXAMPLES are the empty thread's prompts: each works on the offline model.
@@ -457,27 +458,112 @@ function drawConsent(it) {
   const box = el('div', 'consent');
   box.setAttribute('role', 'alertdialog');
   box.setAttribute('aria-label', `Allow ${req.tool}?`);
+  box.dataset.request = req.request;
   box.append(
     el('div', 'consent-q', 'Consent needed: allow ', el('code', '', req.tool), req.subject ? el('span', '', ' ', el('code', '', req.subject)) : null, '?'),
-    el('pre', 'consent-args', JSON.stringify(req.args ?? {}, null, 2)),
+    // The whole subject, wrapped, never cut; the part that decided is marked.
+    withMarks('pre', 'consent-args', JSON.stringify(req.args ?? {}, null, 2), req.part),
     // For a shell line the rule is a sentence naming the part asked about.
     el('div', 'consent-rule', req.part ? `Asked because ${req.rule}` : `Asked because of ${req.rule}`),
   );
   const opts = el('div', 'consent-options');
   for (const o of req.options || []) {
     const b = button(o.label || o.id, async () => {
-      try {
-        await control({ t: 'consent.answer', session: view.session, request: req.request, option: o.id });
-        $('prompt').focus(); // the answered prompt goes away: keep the focus somewhere useful
-      } catch (err) {
-        toast(err.message);
-      }
+      await answerConsent(req, o.id);
     }, o.id === 'deny' ? 'danger' : o.id === 'allow_once' ? 'primary' : '');
     b.dataset.option = o.id;
     opts.append(b);
   }
   box.append(opts);
   return box;
+}
+
+/** withMarks is an element of text in which each occurrence of part is a <mark>. */
+function withMarks(tag, cls, text, part) {
+  const e = el(tag, cls);
+  const p = typeof part === 'string' ? part : '';
+  let from = 0;
+  for (let i = p ? text.indexOf(p) : -1; i >= 0; i = text.indexOf(p, from)) {
+    e.append(text.slice(from, i), el('mark', '', p));
+    from = i + p.length;
+  }
+  e.append(text.slice(from));
+  return e;
+}
+
+async function answerConsent(req, option) {
+  try {
+    await control({ t: 'consent.answer', session: view.session, request: req.request, option });
+  } catch (err) {
+    toast(err.message);
+  }
+}
+
+// ---- consent as the page's modal -----------------------------------------
+
+// While a question waits, keys go to it alone: the composer is disabled
+// (its draft kept), the focus sits on the oldest question's options and
+// starts on Deny, Tab and ← → move among them, Enter takes the one
+// focused (a click too) and Esc denies. Nothing else on the page takes a
+// key meanwhile.
+
+/** asking returns the oldest pending consent request, if any. */
+function asking() {
+  for (const req of view.consent.values()) return req;
+  return null;
+}
+
+function consentBox(req) {
+  return document.querySelector(`.consent[data-request="${CSS.escape(req.request)}"]`);
+}
+
+function denyOption(req) {
+  const o = (req.options || []).find((x) => x.id === 'deny' || x.id.startsWith('reject'));
+  return o ? o.id : 'deny';
+}
+
+/** holdFocus puts the focus on the question's Deny unless it is on one of its options already. */
+function holdFocus(req) {
+  const box = consentBox(req);
+  if (!box || box.contains(document.activeElement)) return;
+  (box.querySelector(`button[data-option="${CSS.escape(denyOption(req))}"]`) || box.querySelector('button'))?.focus();
+}
+
+function consentKey(ev) {
+  const req = asking();
+  if (!req || ev.isComposing) return;
+  const box = consentBox(req);
+  if (!box) return;
+  const options = [...box.querySelectorAll('.consent-options button')];
+  const at = options.indexOf(document.activeElement);
+  if (ev.key === 'Escape') {
+    ev.preventDefault();
+    answerConsent(req, denyOption(req));
+  } else if (ev.key === 'Tab' || ev.key === 'ArrowLeft' || ev.key === 'ArrowRight') {
+    ev.preventDefault();
+    const back = ev.key === 'ArrowLeft' || (ev.key === 'Tab' && ev.shiftKey);
+    const next = at < 0 ? 0 : (at + (back ? options.length - 1 : 1)) % options.length;
+    options[next]?.focus();
+  } else if (at < 0 || ev.key !== 'Enter') {
+    // Not Enter on an option (a space too, which would press the button
+    // while a word is typed): it answers nothing and goes nowhere.
+    ev.preventDefault();
+    holdFocus(req);
+  }
+}
+
+let wasAsking = false;
+
+function renderAsking() {
+  const req = asking();
+  const box = $('prompt');
+  box.disabled = Boolean(req);
+  $('send').disabled = Boolean(req);
+  $('composer').classList.toggle('asking', Boolean(req));
+  box.title = req ? 'Answer the question above first (Esc denies); your draft is kept.' : '';
+  if (req) holdFocus(req);
+  else if (wasAsking && (document.activeElement === document.body || !document.activeElement)) box.focus();
+  wasAsking = Boolean(req);
 }
 
 function nodeData(id, n) {
@@ -1042,6 +1128,7 @@ function clearToasts() {
 // ---- start ---------------------------------------------------------------
 
 function start() {
+  document.addEventListener('keydown', consentKey, true);
   for (const b of $('tabs').querySelectorAll('button')) b.addEventListener('click', () => showTab(b.dataset.tab));
   $('new-session').addEventListener('click', () => newSession());
   $('send').addEventListener('click', submit);
