@@ -170,7 +170,7 @@ func (s *State) ApplyEvent(ev protocol.Event) error {
 		}
 		s.appendArgs(id, e.Delta)
 	case *protocol.ToolCallResult:
-		s.add(protocol.Message{ID: e.MessageID, Role: protocol.RoleTool, ToolCallID: e.ToolCallID, Content: e.Content})
+		s.add(protocol.ToolResultMessage(e))
 	case *protocol.ReasoningMessageStart:
 		s.add(protocol.Message{ID: e.MessageID, Role: protocol.RoleReasoning, Content: protocol.TextContent("")})
 	case *protocol.ReasoningMessageContent:

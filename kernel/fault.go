@@ -188,7 +188,7 @@ func (s *Session) endingEvents(err error) []protocol.Event {
 		terminal = errorTerminal("interrupted", s.interruptedWhy())
 		terminal.Orrery().Result = &protocol.RunResult{}
 	}
-	return append(s.orphan.closers(), terminal)
+	return append(s.orphan.closers(terminal), terminal)
 }
 
 // failedTerminal is the RUN_ERROR store_failed of r, with its usage.

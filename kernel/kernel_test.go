@@ -358,6 +358,22 @@ func TestCancel(t *testing.T) {
 					t.Fatalf("terminal = %#v, want RUN_FINISHED outcome cancelled", evs[len(evs)-1])
 				}
 				assertClosed(t, evs)
+				// Every call the run started has a result saying it was
+				// stopped: no client shows it running, and the next model
+				// call reads a result for it.
+				results := map[string]string{}
+				for _, ev := range evs {
+					if r, ok := ev.(*protocol.ToolCallResult); ok {
+						var o struct{ Status string }
+						_ = json.Unmarshal(r.Orrery().Outcome, &o)
+						results[r.ToolCallID] = o.Status
+					}
+				}
+				for _, ev := range evs {
+					if c, ok := ev.(*protocol.ToolCallStart); ok && results[c.ToolCallID] != "cancelled" {
+						t.Errorf("call %s of the cancelled run has result status %q, want cancelled", c.ToolCallID, results[c.ToolCallID])
+					}
+				}
 				if err := s.Cancel(ctx, ""); err == nil {
 					t.Errorf("Cancel() on an idle session = nil, want a refusal")
 				}

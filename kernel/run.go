@@ -65,6 +65,9 @@ func streamed(events []protocol.Event) bool {
 // opened, so the run can close each before its terminal event.
 type openSet struct {
 	texts, calls, reasoningMsgs, reasoningSpans, steps, subagents []string
+	// awaiting are the calls whose arguments ended and whose result has
+	// not come: a tool running, or a client's tool the run handed over.
+	awaiting []string
 	// owner maps what a sub-agent opened (by its id) to that sub-agent's
 	// subagentRunId, so its closer is attributed to it too.
 	owner map[string]string
@@ -117,7 +120,17 @@ func (o *openSet) apply(ev protocol.Event) {
 	case *protocol.ToolCallStart:
 		o.opened(&o.calls, e.ToolCallID, ev)
 	case *protocol.ToolCallEnd:
+		sub := o.owner[e.ToolCallID]
 		o.closed(&o.calls, e.ToolCallID)
+		o.awaiting = append(o.awaiting, e.ToolCallID)
+		if sub != "" {
+			if o.owner == nil {
+				o.owner = make(map[string]string)
+			}
+			o.owner[e.ToolCallID] = sub
+		}
+	case *protocol.ToolCallResult:
+		o.closed(&o.awaiting, e.ToolCallID)
 	case *protocol.ReasoningMessageStart:
 		o.opened(&o.reasoningMsgs, e.MessageID, ev)
 	case *protocol.ReasoningMessageEnd:
@@ -140,11 +153,31 @@ func (o *openSet) apply(ev protocol.Event) {
 }
 
 // closers returns the events that close everything still open, innermost
-// first.
-func (o *openSet) closers() []protocol.Event {
+// first, before terminal. A run that did not finish (cancelled, or ended
+// by an error) gives each call still waiting its result one, saying so,
+// so that every client marks the call as stopped rather than running, and
+// the conversation a model reads next has a result for every call. A run
+// that finished leaves its client tools' calls waiting: their results
+// come with the client's next run.
+func (o *openSet) closers(terminal protocol.Event) []protocol.Event {
 	var evs []protocol.Event
 	for _, id := range o.calls {
 		evs = append(evs, o.closer(&protocol.ToolCallEnd{ToolCallID: id}, id))
+	}
+	// A sub-agent's own calls get their results inside its span, before
+	// its SUBAGENT_ERROR; the run's own (the task call that started the
+	// sub-agent among them) after every span is closed.
+	var own []protocol.Event
+	if status, why := unfinished(terminal); status != "" {
+		for _, id := range append(slices.Clone(o.calls), o.awaiting...) {
+			res := &protocol.ToolCallResult{MessageID: newID("tool"), ToolCallID: id, Content: protocol.TextContent(why), Role: protocol.RoleTool}
+			res.Orrery().Outcome = json.RawMessage(`{"status":"` + status + `"}`)
+			if o.owner[id] == "" {
+				own = append(own, res)
+			} else {
+				evs = append(evs, o.closer(res, id))
+			}
+		}
 	}
 	for _, id := range o.texts {
 		evs = append(evs, o.closer(&protocol.TextMessageEnd{MessageID: id}, id))
@@ -161,7 +194,24 @@ func (o *openSet) closers() []protocol.Event {
 	for i := len(o.subagents) - 1; i >= 0; i-- {
 		evs = append(evs, &protocol.SubagentError{SubagentRunID: o.subagents[i], Code: "cancelled", Message: "the run ended before the sub-agent finished"})
 	}
-	return evs
+	return append(evs, own...)
+}
+
+// unfinished is the status and the result text of the calls a run left
+// waiting when it ended with terminal, or "" when the run finished.
+func unfinished(terminal protocol.Event) (status, why string) {
+	switch e := terminal.(type) {
+	case *protocol.RunFinished:
+		if e.Outcome != nil && e.Outcome.Type == protocol.OutcomeCancelled {
+			return "cancelled", "the run was stopped before this call returned a result"
+		}
+	case *protocol.RunError:
+		if e.Code == "interrupted" {
+			return "interrupted", "the run was interrupted before this call returned a result"
+		}
+		return "error", "the run ended with an error (" + e.Code + ") before this call returned a result"
+	}
+	return "", ""
 }
 
 // startRun begins a run: the person's new messages, RUN_STARTED, the turn's
@@ -307,7 +357,7 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 	// still end the run for its clients (kernel/fault.go).
 	published := s.hub.head()
 	s.ended = append(slices.DeleteFunc(s.ended, func(e *run) bool { return e.endSeq != 0 && e.endSeq <= published }), r)
-	evs := append(r.open.closers(), terminal)
+	evs := append(r.open.closers(terminal), terminal)
 	if err := s.emit(r.id, evs...); err != nil {
 		s.k.log.Error("end run", "session", s.id, "run", r.id, "err", err)
 	} else {

@@ -834,7 +834,7 @@ func (s *Session) interrupt(runID, why string) error {
 	s.assertActor()
 	ev := errorTerminal("interrupted", why)
 	ev.Orrery().Result = &protocol.RunResult{}
-	evs := append(s.orphan.closers(), ev)
+	evs := append(s.orphan.closers(ev), ev)
 	s.orphan = openSet{}
 	s.info.OpenRun = ""
 	return s.emit(runID, evs...)

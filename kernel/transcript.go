@@ -147,7 +147,7 @@ func (t *transcript) apply(ev protocol.Event) {
 			}
 		}
 	case *protocol.ToolCallResult:
-		t.add(protocol.Message{ID: e.MessageID, Role: protocol.RoleTool, ToolCallID: e.ToolCallID, Content: e.Content})
+		t.add(protocol.ToolResultMessage(e))
 	case *protocol.ReasoningMessageStart:
 		t.add(protocol.Message{ID: e.MessageID, Role: protocol.RoleReasoning, Content: protocol.TextContent("")})
 	case *protocol.ReasoningMessageContent:

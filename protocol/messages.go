@@ -362,3 +362,18 @@ type PatchOp struct {
 	From  string          `json:"from,omitempty"`
 	Value json.RawMessage `json:"value,omitempty"`
 }
+
+// ToolResultMessage is the conversation's message for a tool call's
+// result: its content and, when the event carries one, the outcome Orrery
+// logged with it (ok, error, denied, the rule that decided) under
+// metadata.orrery.outcome, so that a client that starts from a
+// MESSAGES_SNAPSHOT marks the call as a client that watched it live does.
+func ToolResultMessage(e *ToolCallResult) Message {
+	m := Message{ID: e.MessageID, Role: RoleTool, ToolCallID: e.ToolCallID, Content: e.Content}
+	if md := e.Metadata; md != nil && md.Orrery != nil && len(md.Orrery.Outcome) > 0 {
+		if b, err := json.Marshal(map[string]map[string]json.RawMessage{"orrery": {"outcome": md.Orrery.Outcome}}); err == nil {
+			m.Metadata = b
+		}
+	}
+	return m
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ func (p *txPeer) untilCustom(tb testing.TB, name string) map[string]any {
 		if err != nil {
 			tb.Fatalf("%s: waiting for %s: %v", p.kind, name, err)
 		}
+		if m["t"] == "reply" {
+			p.skipped = append(p.skipped, fmt.Sprint(m["reqId"]))
+		}
 		if m["type"] == "CUSTOM" && m["name"] == name {
 			v, ok := m["value"].(map[string]any)
 			if !ok {
@@ -40,6 +44,9 @@ func (p *txPeer) untilCustom(tb testing.TB, name string) map[string]any {
 		}
 	}
 }
+
+// sawReply reports whether untilCustom passed over the reply to id.
+func (p *txPeer) sawReply(id string) bool { return slices.Contains(p.skipped, id) }
 
 func TestConsentOverConnections(t *testing.T) {
 	for _, kind := range []string{"ws", "pipe"} {
@@ -61,7 +68,11 @@ func TestConsentOverConnections(t *testing.T) {
 				}
 			}
 			asker.send(t, `{"t":"run.send","id":"r","session":"`+session+`","input":{"text":"write a file notes.md"}}`)
+			// The run's frames may come before run.send's reply.
 			req := asker.untilCustom(t, "orrery.consent.requested")
+			if !asker.sawReply("r") {
+				asker.replyTo(t, "r")
+			}
 			if req["tool"] != "write_file" || req["subject"] != "notes.md" {
 				t.Fatalf("requested = %v, want write_file(notes.md)", req)
 			}

@@ -294,6 +294,7 @@ type txPeer struct {
 	nc      net.Conn
 	br      *bufio.Reader
 	pending [][]byte
+	skipped []string // ids of the replies untilCustom passed over
 }
 
 // txDialWS opens GET /ws on the server at baseURL (http://host:port) with

@@ -286,3 +286,60 @@ func TestConsentModal(t *testing.T) {
 		t.Errorf("consent.answer requests = %v, want the second a deny", answers)
 	}
 }
+
+// TestToolMarksSurviveReload: a denied call and a call stopped mid-run
+// are marked so live (⊘ denied, ⊘ cancelled, never running) and keep
+// their marks after the page is reloaded.
+func TestToolMarksSurviveReload(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	prompt(t, ctx, "run `echo no`")
+	until(t, ctx, "the consent prompt is shown", `document.activeElement.matches(".consent button[data-option=deny]")`)
+	press(t, ctx, "\r")
+	until(t, ctx, "the denied call is marked", `[...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "⊘ denied")`)
+	until(t, ctx, "the run has ended", `window.orrery.view.runId === ""`)
+	prompt(t, ctx, "run `sleep 20`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	until(t, ctx, "the command runs", `[...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "◐ running")`)
+	run(t, ctx, "press Stop", chromedp.Click(chromedp.ID("stop")))
+	marks := `[...document.querySelectorAll(".tool .tool-status")].map(e => e.textContent).join(",")`
+	want := "⊘ denied,⊘ cancelled"
+	until(t, ctx, "the stopped call is marked cancelled", marks+` === `+js(want))
+	run(t, ctx, "reload the page", chromedp.Navigate(r.http.URL+"/#session="+session), chromedp.Reload())
+	until(t, ctx, "the reloaded page is live", `document.getElementById("conn").dataset.state === "live" && document.querySelectorAll(".tool").length === 2`)
+	if got := evalJS[string](t, ctx, marks); got != want {
+		t.Errorf("after a reload the calls are marked %q, want %q", got, want)
+	}
+	screenshot(t, ctx, "marks-after-reload", "after a reload: the denied call and the stopped one keep their marks")
+}
+
+// TestToolOutputSurvivesReload: what a tool showed while it ran (a write's
+// diff, a command's output) is what it shows after later runs and after
+// the page is reloaded, though each run starts the state's surfaces anew.
+func TestToolOutputSurvivesReload(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	prompt(t, ctx, "write a file notes.md")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	until(t, ctx, "the diff is shown", `document.querySelector(".tool .diff") !== null && window.orrery.view.runId === ""`)
+	prompt(t, ctx, "run `echo out`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	until(t, ctx, "the output is shown", `[...document.querySelectorAll(".tool .k-stream")].some(e => e.textContent === "out\n") && window.orrery.view.runId === ""`)
+	prompt(t, ctx, "hello")
+	until(t, ctx, "the third run has ended", `document.querySelectorAll(".msg.user").length === 3 && window.orrery.view.runId === ""`)
+	shown := `[document.querySelectorAll(".tool .diff").length, [...document.querySelectorAll(".tool .k-stream")].filter(e => e.textContent === "out\n").length]`
+	if got := evalJS[[]int](t, ctx, shown); got[0] != 1 || got[1] != 1 {
+		t.Fatalf("after a later run: diffs %d, outputs %d; want the diff and the output still shown", got[0], got[1])
+	}
+	run(t, ctx, "reload the page", chromedp.Navigate(r.http.URL+"/#session="+session), chromedp.Reload())
+	until(t, ctx, "the reloaded page is live", `document.getElementById("conn").dataset.state === "live" && document.querySelectorAll(".msg.user").length === 3`)
+	if got := evalJS[[]int](t, ctx, shown); got[0] != 1 || got[1] != 1 {
+		t.Errorf("after a reload: diffs %d, outputs %d; want the diff and the output as they were shown live", got[0], got[1])
+	}
+	screenshot(t, ctx, "output-after-reload", "after a reload: the write's diff and the command's output as they were shown live")
+}

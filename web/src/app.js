@@ -192,7 +192,14 @@ function apply(f) {
       view.doc = applyPatch(view.doc, f.delta || []);
       for (const op of f.delta || []) {
         const m = /^\/surfaces\/([^/]+)/.exec(op.path);
-        if (m) touch(view.byId.get(m[1].replaceAll('~1', '/').replaceAll('~0', '~')));
+        if (!m) continue;
+        // The call keeps its surface as it is now: each run starts the
+        // state's surfaces anew, and a replay (a reload) applies every
+        // run's frames before the page draws.
+        const id = m[1].replaceAll('~1', '/').replaceAll('~0', '~');
+        const it = view.byId.get(id);
+        if (it && view.doc.surfaces?.[id]) it.surface = view.doc.surfaces[id];
+        touch(it);
       }
       break;
     case 'MESSAGES_SNAPSHOT':
@@ -203,10 +210,14 @@ function apply(f) {
       break;
     case 'RUN_FINISHED':
       view.runId = '';
-      if (f.outcome?.type === 'cancelled') item('notice', '', { text: 'Stopped.' });
+      if (f.outcome?.type === 'cancelled') {
+        endCalls('cancelled');
+        item('notice', '', { text: 'Stopped.' });
+      }
       break;
     case 'RUN_ERROR':
       view.runId = '';
+      endCalls(f.code === 'interrupted' ? 'interrupted' : 'unfinished');
       item('notice', '', { text: `The run ended${f.code ? ` (${f.code})` : ''}: ${f.message}`, level: 'error' });
       break;
     case 'TEXT_MESSAGE_START':
@@ -254,6 +265,21 @@ function apply(f) {
     case 'CUSTOM':
       custom(f.name, f.value || {});
       break;
+  }
+}
+
+/**
+ * endCalls marks the calls still waiting for a result when their run was
+ * stopped or failed. The kernel logs a result for each such call; this is
+ * for logs written before it did. A run that finished leaves a client
+ * tool's call waiting on purpose, so it is not marked.
+ */
+function endCalls(status) {
+  for (const it of view.items) {
+    if (it.kind === 'tool' && it.result === null && !it.outcome) {
+      it.outcome = { status };
+      touch(it);
+    }
   }
 }
 
@@ -327,7 +353,10 @@ function fromMessage(m) {
       break;
     case 'tool': {
       const it = view.byId.get(m.toolCallId);
-      if (it) it.result = textOf(m.content);
+      if (it) {
+        it.result = textOf(m.content);
+        it.outcome = m.metadata?.orrery?.outcome || null;
+      }
       break;
     }
   }
@@ -436,9 +465,9 @@ function prettyArgs(s) {
 
 function drawTool(it) {
   const live = view.doc.surfaces?.[it.id];
-  if (live) it.surface = live; // keep the last one: surfaces reset each run
+  if (live) it.surface = live; // also kept as each delta arrives (apply)
   const status = it.outcome?.status || (it.result === null ? 'running' : 'ok');
-  const glyph = { ok: '✓', error: '✗', denied: '⊘', running: '◐' }[status] || '•';
+  const glyph = { ok: '✓', error: '✗', denied: '⊘', cancelled: '⊘', interrupted: '✗', unfinished: '✗', running: '◐' }[status] || '•';
   const d = el('details', `tool tool-${status}`);
   d.open = status === 'running' || Boolean(it.surface?.kind && ['stream', 'diff'].includes(it.surface.kind.t));
   d.append(el('summary', '', el('span', 'tool-status', `${glyph} ${status}`), ' ', el('code', 'tool-name', it.name || 'tool')));
