@@ -277,17 +277,51 @@ func planToolReport(msgs []protocol.Message) plan {
 		}
 	}
 	var parts []string
+	failed := false
 	for i := len(msgs) - 1; i >= 0 && msgs[i].Role == protocol.RoleTool; i-- {
 		name := names[msgs[i].ToolCallID]
 		if name == "" {
 			name = "a tool"
 		}
-		parts = append([]string{fmt.Sprintf("%s returned %q", name, msgs[i].Content.String())}, parts...)
+		verb := "returned"
+		switch status := outcomeStatus(msgs[i]); status {
+		case "", "ok":
+		case "denied":
+			verb, failed = "was denied:", true
+		case "error":
+			verb, failed = "failed:", true
+		default:
+			verb, failed = "did not finish ("+status+"):", true
+		}
+		parts = append([]string{fmt.Sprintf("%s %s %q", name, verb, msgs[i].Content.String())}, parts...)
+	}
+	if failed {
+		return plan{
+			reasoning: "A tool call did not succeed. I will say so rather than claim it is done.",
+			text:      "Not done: " + strings.Join(parts, "; ") + ".",
+		}
 	}
 	return plan{
 		reasoning: "The tool results are in. I will report them as they are.",
 		text:      "Done: " + strings.Join(parts, "; ") + ".",
 	}
+}
+
+// outcomeStatus is a tool message's outcome as Orrery logged it
+// (metadata.orrery.outcome.status: ok, error, denied, cancelled, …), or
+// "" when it carries none.
+func outcomeStatus(m protocol.Message) string {
+	var md struct {
+		Orrery struct {
+			Outcome struct {
+				Status string `json:"status"`
+			} `json:"outcome"`
+		} `json:"orrery"`
+	}
+	if len(m.Metadata) == 0 || json.Unmarshal(m.Metadata, &md) != nil {
+		return ""
+	}
+	return md.Orrery.Outcome.Status
 }
 
 func lastUserText(msgs []protocol.Message) string {

@@ -105,3 +105,40 @@ func TestChartAfterSearch(t *testing.T) {
 		t.Errorf("ui.show %s (text %q), want a chart of the words in pane.right", got["ui.show"], text)
 	}
 }
+
+// TestReportSaysWhatFailed: the answer after a tool call says Done only
+// when the call succeeded; a denied, failed or stopped call is reported
+// as not done, with what it returned.
+func TestReportSaysWhatFailed(t *testing.T) {
+	tests := []struct {
+		name, metadata, want string
+	}{
+		{"no outcome", ``, `Done: shell returned "hi".`},
+		{"ok", `{"orrery":{"outcome":{"status":"ok"}}}`, `Done: shell returned "hi".`},
+		{"denied", `{"orrery":{"outcome":{"status":"denied"}}}`, `Not done: shell was denied: "hi".`},
+		{"error", `{"orrery":{"outcome":{"status":"error"}}}`, `Not done: shell failed: "hi".`},
+		{"cancelled", `{"orrery":{"outcome":{"status":"cancelled"}}}`, `Not done: shell did not finish (cancelled): "hi".`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := []protocol.Message{
+				user("run `echo hi`"),
+				{ID: "a1", Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c1", Type: "function", Function: protocol.FunctionCall{Name: "shell", Arguments: `{"command":"echo hi"}`}}}},
+				{ID: "t1", Role: protocol.RoleTool, ToolCallID: "c1", Content: protocol.TextContent("hi"), Metadata: json.RawMessage(tt.metadata)},
+			}
+			var text strings.Builder
+			_, err := offline.New().Stream(context.Background(), agent.Request{Messages: msgs, Tools: tools("shell")}, func(d agent.Delta) error {
+				if d.Kind == agent.DeltaText {
+					text.WriteString(d.Text)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text.String() != tt.want {
+				t.Errorf("answer = %q, want %q", text.String(), tt.want)
+			}
+		})
+	}
+}
