@@ -65,6 +65,9 @@ func (c *dbCmd) Run(ctx context.Context, args []string) error {
 		fs.Usage()
 		return nil
 	default:
+		if strings.HasPrefix(sub, "-") {
+			return &usageError{msg: fmt.Sprintf("db needs its subcommand before %s: orrery db check|repair|backup PATH [flags]", sub)}
+		}
 		return &usageError{msg: fmt.Sprintf("unknown db subcommand %q: use check, repair or backup PATH", sub)}
 	}
 	if err := parse(fs, rest); err != nil {

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -206,7 +207,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return &usageError{msg: fmt.Sprintf("unexpected argument %q: run \"%s --help\"", fs.Arg(0), fs.Name())}
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q: run \"%s --help\"", fs.Arg(0), strings.TrimSpace(fs.Name()))}
 	}
 	return nil
 }
@@ -217,7 +218,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if !asksHelp(args) {
 		full := fs.Usage
-		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run \"%s --help\" for its usage.\n", fs.Name()) }
+		fs.Usage = func() { fmt.Fprintf(fs.Output(), "Run \"%s --help\" for its usage.\n", strings.TrimSpace(fs.Name())) }
 		defer func() { fs.Usage = full }()
 	}
 	if err := fs.Parse(args); err != nil {

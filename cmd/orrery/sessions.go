@@ -137,6 +137,9 @@ func (c *configCmd) Run(ctx context.Context, args []string) error {
 		return nil
 	case "validate", "get", "set":
 	default:
+		if strings.HasPrefix(sub, "-") {
+			return &usageError{msg: fmt.Sprintf("config needs its subcommand before %s: orrery config validate|get KEY|set KEY VALUE [flags]", sub)}
+		}
 		return &usageError{msg: fmt.Sprintf("unknown config subcommand %q: use validate, get or set", sub)}
 	}
 	if err := parse(fs, rest); err != nil {
