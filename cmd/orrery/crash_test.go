@@ -44,6 +44,7 @@ func TestBinary(t *testing.T) {
 	t.Run("RunWaits", func(t *testing.T) { t.Parallel(); testRunWaits(t, bin) })
 	t.Run("ClientFullDisk", func(t *testing.T) { t.Parallel(); testClientFullDisk(t, bin) })
 	t.Run("DeepDataDir", func(t *testing.T) { t.Parallel(); testDeepDataDir(t, bin) })
+	t.Run("Readme", func(t *testing.T) { t.Parallel(); testReadme(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

@@ -206,7 +206,7 @@ func (f *connectFlags) dial(ctx context.Context, e *env) (*client.Client, error)
 	if err != nil {
 		return nil, err
 	}
-	copts := client.Options{Token: f.token, Client: "orrery ext", DataDir: cfg.Store.Data, Logger: newLogger(e, slog.LevelWarn)}
+	copts := client.Options{Token: f.token, Client: "orrery-ext", DataDir: cfg.Store.Data, Logger: newLogger(e, slog.LevelWarn)}
 	target := f.connect
 	if target == "" {
 		if cl := dialDataDir(ctx, cfg.Store.Data, copts); cl != nil {

@@ -72,7 +72,7 @@ func (c *watchCmd) Run(ctx context.Context, args []string) error {
 	}
 	log := newLogger(c.env, slog.LevelWarn)
 	copts := client.Options{
-		Token: c.token, Client: "orrery watch", DataDir: cfg.Store.Data, Logger: log, HTTPClient: hc,
+		Token: c.token, Client: "orrery-watch", DataDir: cfg.Store.Data, Logger: log, HTTPClient: hc,
 		Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning},
 	}
 	// Without --connect: the kernel that holds the data dir, over its
