@@ -73,7 +73,7 @@ func (m *Model) inputResolved(value json.RawMessage) {
 	if r.Value != "" {
 		text += ": " + termtext.StripLine(r.Value)
 	}
-	m.notice(text)
+	m.info(text)
 }
 
 // inputKey answers the pending question with a key: for a choice 1–9

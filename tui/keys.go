@@ -150,7 +150,7 @@ func (m *Model) consentKey(s string) tea.Cmd {
 	}
 	opt := c.Options[pick].ID
 	req := &protocol.ConsentAnswer{Envelope: protocol.Envelope{T: "consent.answer"}, Session: m.session, Request: c.Request, Option: opt}
-	m.notice("answered " + opt)
+	m.info("answered " + opt)
 	return m.do("consent", req, "")
 }
 
@@ -207,7 +207,7 @@ func (m *Model) focusKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 	case "esc", "x", "delete":
 		m.scr.dismissed[n.Node] = true
 		m.scr.focus = ""
-		m.notice("dismissed " + termtext.StripLine(n.ID) + " on this screen (/ui lists it; another client still draws it)")
+		m.info("dismissed " + termtext.StripLine(n.ID) + " on this screen (/ui lists it; another client still draws it)")
 		return nil, true
 	case "up", "k":
 		m.scr.cursor[n.Node] = max(0, m.scr.cursor[n.Node]-1)
@@ -421,7 +421,7 @@ func (m *Model) submit() tea.Cmd {
 	for _, p := range mentions(root, text) {
 		data, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
-			m.notice("could not attach @" + termtext.StripLine(p) + ": " + termtext.StripLine(err.Error()))
+			m.fail("could not attach @" + termtext.StripLine(p) + ": " + termtext.StripLine(err.Error()))
 			continue
 		}
 		if len(data) > maxAttachmentBytes {

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,6 +133,7 @@ type Model struct {
 	// draw that wants others.
 	images      []imagePlacement
 	imagesDirty bool
+	expiring    bool // an info notice was added: its expiry is to be scheduled
 
 	err error
 }
@@ -233,10 +235,20 @@ func imageTick() tea.Cmd {
 // than those on the terminal, it also draws them.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmd tea.Cmd
-	if _, ok := msg.(imageTickMsg); ok {
+	switch msg.(type) {
+	case imageTickMsg:
 		cmd = imageTick()
-	} else {
+	case noticeExpiryMsg:
+		if m.expireNotices(time.Now()) {
+			cmd = tea.Tick(time.Second, func(time.Time) tea.Msg { return noticeExpiryMsg{} })
+		}
+	default:
 		_, cmd = m.update(msg)
+	}
+	if m.expiring {
+		// An info notice was added: its line goes once its time is up.
+		m.expiring = false
+		cmd = tea.Batch(cmd, tea.Tick(infoFor, func(time.Time) tea.Msg { return noticeExpiryMsg{} }))
 	}
 	if m.imagesDirty {
 		m.imagesDirty = false
@@ -390,7 +402,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case sentMsg:
 		if msg.reply.Target == protocol.TargetSteer {
-			m.notice("steered the run in flight")
+			m.info("steered the run in flight")
 		}
 		if msg.notice != "" {
 			m.notice(msg.notice)
@@ -398,7 +410,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case feedErrMsg:
 		m.disconnected = true
-		m.notice("the connection to the kernel is lost (" + termtext.StripLine(msg.err.Error()) + "): restart orrery to reconnect")
+		m.fail("the connection to the kernel is lost (" + termtext.StripLine(msg.err.Error()) + "): restart orrery to reconnect")
 		m.updateStatus()
 		return m, nil
 	case sendFailedMsg:
@@ -416,7 +428,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.disconnected = true
 			why = "the kernel cannot be reached (" + why + ")"
 		}
-		m.notice("could not send: " + why + "; " + kept)
+		m.fail("could not send: " + why + "; " + kept)
 		m.updateStatus()
 		return m, nil
 	case tea.PasteMsg:
@@ -546,11 +558,11 @@ func (m *Model) apply() {
 		case *protocol.RunFinished:
 			m.runEnded()
 			if e.Outcome != nil && e.Outcome.Type == "cancelled" {
-				m.notice("the run was cancelled")
+				m.info("the run was cancelled")
 			}
 		case *protocol.RunError:
 			m.runEnded()
-			m.notice("the run failed: " + termtext.StripLine(e.Message))
+			m.fail("the run failed: " + termtext.StripLine(e.Message))
 		case *protocol.TextMessageStart:
 			m.scr.streaming = e.MessageID
 		case *protocol.TextMessageContent:
@@ -618,7 +630,7 @@ func (m *Model) custom(e *protocol.Custom) {
 		}
 		if json.Unmarshal(e.Value, &r) == nil && m.scr.consent != nil && m.scr.consent.Request == r.Request {
 			m.scr.consent = nil
-			m.notice("consent " + termtext.StripLine(r.Outcome))
+			m.info("consent " + termtext.StripLine(r.Outcome))
 		}
 	case "orrery.notice":
 		var n struct {
@@ -637,7 +649,14 @@ func (m *Model) custom(e *protocol.Custom) {
 					delete(m.stopped, n.Ext)
 				}
 			}
-			m.notice(termtext.StripLine(who) + ": " + termtext.StripLine(n.Text))
+			switch text := termtext.StripLine(who) + ": " + termtext.StripLine(n.Text); n.Level {
+			case "error":
+				m.fail(text)
+			case "warn", "warning":
+				m.notice(text)
+			default:
+				m.info(text)
+			}
 		}
 	}
 }
@@ -658,13 +677,65 @@ func (m *Model) readDoc() {
 	}
 }
 
-// notice adds a line for the person under the thread (the last few stay).
-func (m *Model) notice(s string) {
-	m.scr.notices = append(m.scr.notices, s)
+// A notice's level. An info line goes by itself after infoFor; a
+// warning (yellow !) and an error (red ✗) stay until the person sends a
+// prompt or opens another session. The last few of each stay drawn.
+const (
+	levelInfo = iota
+	levelWarn
+	levelError
+)
+
+// infoFor is how long an info notice stays.
+const infoFor = 6 * time.Second
+
+// notice is a line for the person under the thread.
+type notice struct {
+	text  string
+	level int
+	until time.Time // an info line's end
+}
+
+// notice adds a warning: a mistake the person can fix, or a hint.
+func (m *Model) notice(s string) { m.addNotice(s, levelWarn) }
+
+// info adds a line that goes by itself: what was done.
+func (m *Model) info(s string) { m.addNotice(s, levelInfo) }
+
+// fail adds an error: what went wrong and could not be done.
+func (m *Model) fail(s string) { m.addNotice(s, levelError) }
+
+func (m *Model) addNotice(s string, level int) {
+	n := notice{text: s, level: level}
+	if level == levelInfo {
+		n.until = time.Now().Add(infoFor)
+		m.expiring = true
+	}
+	m.scr.notices = append(m.scr.notices, n)
 	if len(m.scr.notices) > 4 {
 		m.scr.notices = m.scr.notices[len(m.scr.notices)-4:]
 	}
 	m.scr.scroll = 0
+}
+
+// noticeExpiryMsg comes when an info notice's time is up.
+type noticeExpiryMsg struct{}
+
+// expireNotices drops the info lines whose time is up, and says whether
+// any is left to expire.
+func (m *Model) expireNotices(now time.Time) bool {
+	left := false
+	m.scr.notices = slices.DeleteFunc(m.scr.notices, func(n notice) bool {
+		if n.level != levelInfo {
+			return false
+		}
+		if now.Before(n.until) {
+			left = true
+			return false
+		}
+		return true
+	})
+	return left
 }
 
 func (m *Model) updateStatus() {

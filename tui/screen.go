@@ -57,7 +57,7 @@ type screen struct {
 	question       *inputReq // a question the kernel asks, drawn like consent
 	questionChoice int
 
-	notices []string
+	notices []notice
 	input   []string // the composer's lines, as it draws them
 	status  string
 	running bool
@@ -123,7 +123,21 @@ var (
 	hostStatus  = lipgloss.NewStyle().Reverse(true)
 	styleUser   = lipgloss.NewStyle().Bold(true)
 	styleNotice = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+	styleError  = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	styleInfo   = lipgloss.NewStyle().Faint(true)
 )
+
+// noticeMark is a notice's mark, a glyph as well as a colour: · info,
+// ! a warning, ✗ an error.
+func noticeMark(level int) string {
+	switch level {
+	case levelInfo:
+		return styleInfo.Render("· ")
+	case levelError:
+		return styleError.Render("✗ ")
+	}
+	return styleNotice.Render("! ")
+}
 
 // visible returns the nodes drawn at placement p, dismissed ones left out.
 func (s *screen) visible(p string) []*node {
@@ -456,7 +470,7 @@ func (s *screen) drawThread(w, h int) []string {
 			}
 		}
 		for _, n := range s.notices {
-			lines = append(lines, wrap(styleNotice.Render("! ")+n, inner)...)
+			lines = append(lines, wrap(noticeMark(n.level)+n.text, inner)...)
 		}
 	}
 	end := len(lines) - s.scroll

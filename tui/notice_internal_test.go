@@ -1,0 +1,50 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/getorrery/orrery/termtext"
+)
+
+// TestNoticeLevels: notices differ by level in glyph as well as colour
+// (· info, ! warning, ✗ error); an info line goes once its time is up and
+// schedules its own expiry, while warnings and errors stay until the next
+// prompt or another session.
+func TestNoticeLevels(t *testing.T) {
+	m := New(Options{})
+	m.scr.width, m.scr.height = 80, 20
+	m.info("answered allow once")
+	if !m.expiring {
+		t.Error("an info notice scheduled no expiry")
+	}
+	if _, cmd := m.Update(tea.WindowSizeMsg{Width: 80, Height: 20}); cmd == nil {
+		t.Error("Update after an info notice returned no command, want its expiry tick")
+	}
+	m.notice("unknown command /bogus: /help lists the commands")
+	m.fail("could not send: the kernel cannot be reached")
+	screen := termtext.Strip(m.View().Content)
+	for _, want := range []string{"· answered allow once", "! unknown command /bogus", "✗ could not send"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the screen has no %q:\n%s", want, screen)
+		}
+	}
+	if left := m.expireNotices(time.Now()); !left {
+		t.Error("expireNotices before the info line's time = nothing left to expire, want it kept")
+	}
+	if left := m.expireNotices(time.Now().Add(infoFor + time.Second)); left {
+		t.Error("expireNotices after the info line's time left something to expire")
+	}
+	screen = termtext.Strip(m.View().Content)
+	if strings.Contains(screen, "answered allow once") || !strings.Contains(screen, "! unknown command") || !strings.Contains(screen, "✗ could not send") {
+		t.Errorf("after the info line's time, want it gone and the warning and the error kept:\n%s", screen)
+	}
+	m.session = "ses_a"
+	m.resetSession("ses_b")
+	if len(m.scr.notices) != 0 {
+		t.Errorf("notices after opening another session = %v, want none", m.scr.notices)
+	}
+}
