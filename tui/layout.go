@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/getorrery/orrery/termtext"
@@ -139,10 +140,22 @@ func ownerLabel(n *node) string {
 	return termtext.StripLine(n.Owner)
 }
 
-// oneLineOf is a node's first meaningful line of text, for a band row.
+// oneLineOf is a node's first meaningful line of text in w cells, for a
+// band or footer row. A row keeps a surface's numbers: a progress bar's
+// value comes first and its bar takes what is left, and a chart is its
+// values in words (its text form), never bars cut at the edge.
 func oneLineOf(n *node, w int, md *markdown) string {
 	if n.Err != "" && len(n.Surface) == 0 {
 		return "(" + termtext.StripLine(n.Err) + ")"
+	}
+	var s surface
+	if json.Unmarshal(n.Surface, &s) == nil {
+		switch s.Kind.T {
+		case ui.KindProgress:
+			return progressRow(&s.Kind, max(1, w))
+		case ui.KindChart:
+			return clip(chartRow(&s.Kind), max(1, w))
+		}
 	}
 	lines := renderSurface(n.Surface, renderOpts{width: max(1, w), cursor: -1, md: nil})
 	parts := make([]string, 0, 3)

@@ -48,3 +48,35 @@ func TestNoticeLevels(t *testing.T) {
 		t.Errorf("notices after opening another session = %v, want none", m.scr.notices)
 	}
 }
+
+// TestOneLineRowsKeepNumbers: a band or footer row keeps a surface's
+// numbers at any width: a progress bar's value comes first with the bar
+// in what is left, and a chart is its values in words.
+func TestOneLineRowsKeepNumbers(t *testing.T) {
+	tests := []struct {
+		name, surface string
+		want          []string
+	}{
+		{"progress", `{"kind":{"t":"progress","label":"deploy","value":40}}`, []string{"deploy 40%"}},
+		{"progress of a max", `{"kind":{"t":"progress","label":"files","value":3,"max":4}}`, []string{"files 75%"}},
+		{"bars", `{"kind":{"t":"chart","kind":"bars","labels":["apples","pears"],"series":[{"label":"letters","values":[6,5]}]}}`, []string{"letters: apples 6, pears 5"}},
+		{"gauge", `{"kind":{"t":"chart","kind":"gauge","series":[{"label":"cpu","values":[42]}],"max":100,"unit":"%"}}`, []string{"cpu 42"}},
+	}
+	for _, tt := range tests {
+		for _, w := range []int{16, 30, 80} {
+			n := &node{Node: "placed:agent:x", ID: "x", Surface: []byte(tt.surface)}
+			row := termtext.Strip(oneLineOf(n, w, nil))
+			if width(row) > w {
+				t.Errorf("%s at %d cells: row %q is %d cells wide", tt.name, w, row, width(row))
+			}
+			if w < 30 {
+				continue // too narrow for more than the first number
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(row, want) {
+					t.Errorf("%s at %d cells: row %q, want %q in it", tt.name, w, row, want)
+				}
+			}
+		}
+	}
+}

@@ -248,7 +248,7 @@ func (s *screen) rows(nodes []*node, w, maxRows int, what string) []string {
 		if n.Stopped {
 			head = mark + " " + termtext.StripLine(n.Title) + " [" + ownerLabel(n) + " stopped: /ext restart " + strings.TrimPrefix(n.Owner, "ext:") + "] "
 		}
-		body := oneLineOf(n, w, s.md)
+		body := oneLineOf(n, w-width(head), s.md)
 		line := fit(head+body, w)
 		if n.Stopped {
 			line = styleDim.Render(termtext.Strip(line))

@@ -413,6 +413,59 @@ func renderProgress(k *kind, w int) []string {
 	return []string{meter(v/m, max(1, cells)) + pct}
 }
 
+// progressRow is a progress bar in one row of w cells: its label and its
+// value first, the bar in what is left.
+func progressRow(k *kind, w int) string {
+	label := termtext.StripLine(k.Label)
+	v, ok := k.numValue()
+	if !ok {
+		return clip("⋯ "+label+" (working)", w)
+	}
+	m := 100.0
+	if k.Max != nil && *k.Max > 0 {
+		m = *k.Max
+	}
+	head := fmt.Sprintf("%d%%", int(math.Round(100*v/m)))
+	if label != "" {
+		head = label + " " + head
+	}
+	if cells := w - width(head) - 1; cells >= 3 {
+		return head + " " + meter(v/m, cells)
+	}
+	return clip(head, w)
+}
+
+// chartRow is a chart's values in words, for one row: "letters: apples
+// 6, pears 5" for each series, a gauge's value and its range.
+func chartRow(k *kind) string {
+	var parts []string
+	for _, s := range k.Series {
+		vals := s.nums()
+		if k.ChartKind == ui.ChartGauge && len(vals) > 0 {
+			p := formatNum(vals[0], k.Unit)
+			if k.Max != nil {
+				p += " of " + formatNum(*k.Max, k.Unit)
+			}
+			parts = append(parts, strings.TrimSpace(termtext.StripLine(s.Label)+" "+p))
+			continue
+		}
+		var items []string
+		for i, v := range vals {
+			item := formatNum(v, k.Unit)
+			if i < len(k.Labels) {
+				item = termtext.StripLine(k.Labels[i]) + " " + item
+			}
+			items = append(items, item)
+		}
+		p := strings.Join(items, ", ")
+		if s.Label != "" {
+			p = termtext.StripLine(s.Label) + ": " + p
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // statusGlyph is the glyph of a task or step status.
 func statusGlyph(s string) string {
 	switch s {
