@@ -80,3 +80,23 @@ func TestOneLineRowsKeepNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestTableAlign: a table's align places each column's cells left, right
+// or centred in their width, headers too.
+func TestTableAlign(t *testing.T) {
+	surface := `{"kind":{"t":"table","columns":["name","count","mid"],"align":["left","right","center"],"rows":[["apples","6","x"],["figs","1234","y"]]}}`
+	lines := renderSurface([]byte(surface), renderOpts{width: 40, cursor: -1})
+	var got []string
+	for _, l := range lines {
+		got = append(got, termtext.Strip(l))
+	}
+	want := []string{
+		"name    count  mid",
+		"──────  ─────  ───",
+		"apples      6   x",
+		"figs     1234   y",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("table:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -28,6 +28,7 @@ type kind struct {
 	// table
 	Columns []string        `json:"columns"`
 	Rows    json.RawMessage `json:"rows"` // [][]string in a table, []string in a raster
+	Align   []string        `json:"align"`
 	// tree
 	Nodes []treeNode `json:"nodes"`
 	// progress
@@ -349,7 +350,11 @@ func renderTable(k *kind, o renderOpts) []string {
 	line := func(cells []string) string {
 		parts := make([]string, n)
 		for i := range n {
-			parts[i] = fit(cells[i], widths[i])
+			align := ""
+			if i < len(k.Align) {
+				align = k.Align[i]
+			}
+			parts[i] = fitAligned(cells[i], widths[i], align)
 		}
 		return strings.TrimRight(strings.Join(parts, "  "), " ")
 	}

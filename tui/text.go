@@ -11,6 +11,25 @@ func width(s string) int { return ansi.StringWidth(s) }
 
 // fit truncates s to w cells (with an ellipsis when cut) and pads it with
 // spaces to exactly w.
+// fitAligned is fit with the padding placed as align (left, right or
+// center; anything else is left) says.
+func fitAligned(s string, w int, align string) string {
+	if w <= 0 {
+		return ""
+	}
+	if width(s) > w {
+		return fit(s, w)
+	}
+	pad := w - width(s)
+	switch align {
+	case "right":
+		return strings.Repeat(" ", pad) + s
+	case "center":
+		return strings.Repeat(" ", pad/2) + s + strings.Repeat(" ", pad-pad/2)
+	}
+	return s + strings.Repeat(" ", pad)
+}
+
 func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
