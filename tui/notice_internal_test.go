@@ -1,12 +1,14 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/termtext"
 )
 
@@ -98,5 +100,32 @@ func TestTableAlign(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("table:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestPickerKeepsTheChoiceOnScreen: with more sessions than rows, the
+// chosen one is drawn wherever it is in the list, with how many more
+// there are above and below, in the rows there are.
+func TestPickerKeepsTheChoiceOnScreen(t *testing.T) {
+	p := &picker{}
+	for i := range 40 {
+		p.sessions = append(p.sessions, protocol.SessionSummary{ID: fmt.Sprintf("ses_%02d", i)})
+	}
+	for _, at := range []int{0, 1, 20, 38, 39} {
+		p.at = at
+		lines := p.draw(80, 12)
+		screen := termtext.Strip(strings.Join(lines, "\n"))
+		if len(lines) > 12 {
+			t.Errorf("at %d: %d rows, want at most 12", at, len(lines))
+		}
+		if !strings.Contains(screen, fmt.Sprintf("❯ ses_%02d", at)) {
+			t.Errorf("at %d: the chosen session is not drawn:\n%s", at, screen)
+		}
+		if at > 5 && !strings.Contains(screen, "↑ ") {
+			t.Errorf("at %d: no count of the sessions above:\n%s", at, screen)
+		}
+		if at < 34 && !strings.Contains(screen, "↓ ") {
+			t.Errorf("at %d: no count of the sessions below:\n%s", at, screen)
+		}
 	}
 }

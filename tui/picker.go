@@ -32,12 +32,27 @@ func (p *picker) chosen() (protocol.SessionSummary, bool) {
 	return protocol.SessionSummary{}, false
 }
 
-func (p *picker) draw(w int) []string {
+// draw draws the picker in w cells and at most h rows: the rows of the
+// sessions around the chosen one, which is always on screen, with how
+// many more are above and below.
+func (p *picker) draw(w, h int) []string {
 	out := []string{styleBold.Render("Resume a session (↑/↓, Enter; Esc starts a new one)"), ""}
 	if len(p.sessions) == 0 {
 		return append(out, "No sessions yet: type a prompt to start one.")
 	}
-	for i, s := range p.sessions {
+	rows := max(1, h-len(out))
+	first, last := 0, len(p.sessions)
+	if last > rows {
+		// Room for the two "more" lines, and the chosen row in the middle.
+		rows = max(1, rows-2)
+		first = max(0, min(p.at-rows/2, len(p.sessions)-rows))
+		last = first + rows
+	}
+	if first > 0 {
+		out = append(out, styleDim.Render(fmt.Sprintf("  ↑ %d more", first)))
+	}
+	for i := first; i < last; i++ {
+		s := p.sessions[i]
 		state := "idle"
 		if s.Running {
 			state = "running"
@@ -49,6 +64,9 @@ func (p *picker) draw(w int) []string {
 			line = "  " + line
 		}
 		out = append(out, clip(line, w))
+	}
+	if last < len(p.sessions) {
+		out = append(out, styleDim.Render(fmt.Sprintf("  ↓ %d more", len(p.sessions)-last)))
 	}
 	return out
 }

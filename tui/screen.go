@@ -456,7 +456,7 @@ func (s *screen) drawThread(w, h int) []string {
 	inner := max(1, w-2)
 	var lines []string
 	if s.picker != nil {
-		lines = s.picker.draw(inner)
+		lines = s.picker.draw(inner, h)
 	} else {
 		lines = s.threadLines(inner)
 		for _, n := range s.visible(string(ui.Inline)) {
