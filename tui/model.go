@@ -478,7 +478,7 @@ func (m *Model) resetSession(id string) {
 	m.order = map[string]int{}
 	m.binder = binder{}
 	m.agentCommands = nil
-	m.scr.messages, m.scr.nodes, m.scr.surfaces = nil, nil, nil
+	m.scr.messages, m.scr.nodes, m.scr.surfaces, m.scr.kept = nil, nil, nil, nil
 	m.scr.toolStatus = nil
 	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
 	m.scr.question = nil
@@ -539,6 +539,11 @@ func (m *Model) apply() {
 			continue
 		}
 		flush()
+		if _, ok := ev.(*protocol.StateSnapshot); ok {
+			// A turn's snapshot starts the surfaces anew: keep what the
+			// calls before it showed.
+			m.keepSurfaces()
+		}
 		m.applyEvent(ev)
 		switch e := ev.(type) {
 		case *protocol.StateSnapshot:
@@ -658,6 +663,27 @@ func (m *Model) custom(e *protocol.Custom) {
 				m.info(text)
 			}
 		}
+	}
+}
+
+// keepSurfaces keeps the surfaces the shared state holds now, by id, for
+// the calls that showed them (screen.kept).
+func (m *Model) keepSurfaces() {
+	raw := m.state.Shared()
+	if raw == nil {
+		return
+	}
+	var d struct {
+		Surfaces map[string]json.RawMessage `json:"surfaces"`
+	}
+	if json.Unmarshal(raw, &d) != nil {
+		return
+	}
+	if m.scr.kept == nil {
+		m.scr.kept = map[string]json.RawMessage{}
+	}
+	for id, sf := range d.Surfaces {
+		m.scr.kept[id] = sf
 	}
 }
 

@@ -40,6 +40,9 @@ type screen struct {
 	streaming string
 	nodes     []*node
 	surfaces  map[string]json.RawMessage // this turn's surfaces, by id
+	// kept are earlier turns' surfaces, by tool call id: what a call
+	// showed while it ran stays what it shows after later turns.
+	kept map[string]json.RawMessage
 	dismissed map[string]bool            // node ids this client dismissed
 	focus     string                     // the focused node id, "" for the composer
 	cursor    map[string]int             // the chosen row of each node
@@ -574,7 +577,11 @@ func (s *screen) toolCallLines(c protocol.ToolCall, results map[string]string, w
 	_, done := results[c.ID]
 	out := []string{clip("⚙ "+styleBold.Render(termtext.StripLine(c.Function.Name))+" "+s.toolMark(c.ID, done)+" "+styleDim.Render(args), w)}
 	var body []string
-	if sf, ok := s.surfaces[c.ID]; ok {
+	sf, ok := s.surfaces[c.ID]
+	if !ok {
+		sf, ok = s.kept[c.ID]
+	}
+	if ok {
 		body = renderSurface(sf, renderOpts{width: w - 4, height: 8, cursor: -1, md: s.md})
 	} else if r, ok := results[c.ID]; ok {
 		body = wrap(termtext.Strip(r), w-4)

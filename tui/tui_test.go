@@ -172,3 +172,46 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("Screen() differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
+
+// TestToolOutputStaysAfterLaterTurns: a call's output is drawn after later
+// turns as it was while it ran (a command's last lines, as its stream
+// surface showed them), though each turn starts the state's surfaces
+// anew, and so it is after a resume, which replays the whole log.
+func TestToolOutputStaysAfterLaterTurns(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", DebugActor: true,
+		Tools: tool.NewSet(tool.Coding(tool.Shell{})...), Workspace: tool.Workspace{Root: t.TempDir()}})
+	if err := k.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k.Close(ctx)
+		st.Close()
+	})
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(context.Background(), kernel.SendInput{Text: "run `seq 30`", Permissions: &kernel.RunPermissions{Yes: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); s.Running(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not end")
+		}
+	}
+	_, live := draw(t, frames(t, s, "RUN_FINISHED"), 100, 60)
+	prompt(t, s, "hello")
+	prompt(t, s, "what time is it")
+	_, later := draw(t, frames(t, s, "RUN_FINISHED"), 100, 60)
+	for name, screen := range map[string]string{"after its turn": live, "after two later turns": later} {
+		if !strings.Contains(screen, "⚙ shell") || !strings.Contains(screen, "│ 30") || strings.Contains(screen, "more lines") {
+			t.Errorf("%s the command's output is not its last lines (30 in it, nothing cut as more lines):\n%s", name, screen)
+		}
+	}
+}
