@@ -42,11 +42,11 @@ type screen struct {
 	surfaces  map[string]json.RawMessage // this turn's surfaces, by id
 	// kept are earlier turns' surfaces, by tool call id: what a call
 	// showed while it ran stays what it shows after later turns.
-	kept map[string]json.RawMessage
-	dismissed map[string]bool            // node ids this client dismissed
-	focus     string                     // the focused node id, "" for the composer
-	cursor    map[string]int             // the chosen row of each node
-	edits     map[string]*edit           // unsent work on forms and questions, by node id
+	kept      map[string]json.RawMessage
+	dismissed map[string]bool  // node ids this client dismissed
+	focus     string           // the focused node id, "" for the composer
+	cursor    map[string]int   // the chosen row of each node
+	edits     map[string]*edit // unsent work on forms and questions, by node id
 
 	// toolStatus is each tool call's outcome as its result said it
 	// (metadata.orrery.outcome.status: ok, error, denied, …), by call id.
