@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/subagent"
@@ -37,6 +38,9 @@ type Runner struct {
 	Searchable *tool.Set
 	// MaxSteps bounds each agent's model calls; 0 is the agent default.
 	MaxSteps int
+
+	mu     sync.Mutex
+	seated map[string]context.Context // crew name → the run that holds its seat
 }
 
 var _ agent.Runner = (*Runner)(nil)
@@ -66,10 +70,11 @@ func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 		f = nf
 	}
 	if r.Hub != nil {
-		if err := r.Hub.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
+		release, err := r.seat(ctx, f)
+		if err != nil {
 			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: err.Error(), Err: err}}
 		}
-		defer r.Hub.RemoveCrew(f.Name)
+		defer release()
 	}
 	// The agents that name one spec share its provider for the run (a
 	// script's position).
@@ -129,6 +134,35 @@ func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 		}
 	}
 	return agent.Result{}
+}
+
+// seat seats the crew on the hub for the run of ctx and returns what
+// gives the seat up. A run of this runner that ended (its context is done:
+// it was cancelled, and its goroutines are still winding down) gives its
+// seat to the new run at once, so a crew cancelled and run again runs; a
+// run still in flight keeps it, and the new run is refused.
+func (r *Runner) seat(ctx context.Context, f *File) (release func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.seated[f.Name]; ok && prev.Err() != nil {
+		r.Hub.RemoveCrew(f.Name)
+		delete(r.seated, f.Name)
+	}
+	if err := r.Hub.AddCrew(f.Name, f.AgentIDs(), f.Links); err != nil {
+		return nil, err
+	}
+	if r.seated == nil {
+		r.seated = make(map[string]context.Context)
+	}
+	r.seated[f.Name] = ctx
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.seated[f.Name] == ctx {
+			r.Hub.RemoveCrew(f.Name)
+			delete(r.seated, f.Name)
+		}
+	}, nil
 }
 
 // confirm asks the person to approve a task that declared human input.
