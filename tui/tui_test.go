@@ -24,14 +24,19 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// newKernel starts a real kernel on a SQLite file with the offline model.
-func newKernel(t testing.TB) *kernel.Kernel {
+// newKernel starts a real kernel on a SQLite file with the offline model;
+// opts adjust its config.
+func newKernel(t testing.TB, opts ...func(*kernel.Config)) *kernel.Kernel {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", Tools: tool.Builtins(), DebugActor: true})
+	cfg := kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", Tools: tool.Builtins(), DebugActor: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	k := kernel.New(cfg)
 	if err := k.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -178,20 +183,9 @@ func golden(t *testing.T, path, got string) {
 // surface showed them), though each turn starts the state's surfaces
 // anew, and so it is after a resume, which replays the whole log.
 func TestToolOutputStaysAfterLaterTurns(t *testing.T) {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "orrery.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := kernel.New(kernel.Config{Store: st, Models: models.Resolve, DefaultModel: "offline", DebugActor: true,
-		Tools: tool.NewSet(tool.Coding(tool.Shell{})...), Workspace: tool.Workspace{Root: t.TempDir()}})
-	if err := k.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		k.Close(ctx)
-		st.Close()
+	ws := t.TempDir()
+	k := newKernel(t, func(c *kernel.Config) {
+		c.Tools, c.Workspace = tool.NewSet(tool.Coding(tool.Shell{})...), tool.Workspace{Root: ws}
 	})
 	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
 	if err != nil {
