@@ -404,6 +404,13 @@ func testClientsOfServe(t *testing.T, bin string) {
 		!strings.Contains(bus[len(bus)-1], `"kind":"run.finished"`) || !strings.Contains(bus[len(bus)-1], `"success":true`) {
 		t.Errorf("orrery run --events jsonl on a held dir = %d, stdout %q, stderr %q; want 0, run.started … run.finished success", r.code, r.stdout, r.stderr)
 	}
+	// A script model named relative to the run's directory runs on the
+	// server: the pipe may name a script, and the path goes from the root.
+	writeScript(t, filepath.Join(ws, "hi.json"), map[string]any{"text": []string{"scripted hi"}})
+	if r = run("--model", "script:hi.json", "-p", "x"); r.code != 0 || !strings.Contains(r.stdout, "scripted hi") {
+		t.Errorf("orrery run --model script:hi.json on a held dir = %d, stdout %q, stderr %q; want 0 and the script's answer", r.code, r.stdout, r.stderr)
+	}
+
 	// A crew runs on the server too: the server reads the file (named
 	// relative to the run's directory) and seats the crew on its hub for
 	// the run, so the same crew runs again, as edited. Its task that
