@@ -404,10 +404,15 @@ func testClientsOfServe(t *testing.T, bin string) {
 		!strings.Contains(bus[len(bus)-1], `"kind":"run.finished"`) || !strings.Contains(bus[len(bus)-1], `"success":true`) {
 		t.Errorf("orrery run --events jsonl on a held dir = %d, stdout %q, stderr %q; want 0, run.started … run.finished success", r.code, r.stdout, r.stderr)
 	}
-	// A script model named relative to the run's directory runs on the
-	// server: the pipe may name a script, and the path goes from the root.
-	writeScript(t, filepath.Join(ws, "hi.json"), map[string]any{"text": []string{"scripted hi"}})
-	if r = run("--model", "script:hi.json", "-p", "x"); r.code != 0 || !strings.Contains(r.stdout, "scripted hi") {
+	// A script model named relative to the run's directory (below the
+	// server's) runs on the server: the pipe may name a script, and the
+	// path goes from the root.
+	sub := filepath.Join(ws, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeScript(t, filepath.Join(sub, "hi.json"), map[string]any{"text": []string{"scripted hi"}})
+	if r = orreryIn(t, bin, env, sub, "run", "--data", data, "--model", "script:hi.json", "-p", "x"); r.code != 0 || !strings.Contains(r.stdout, "scripted hi") {
 		t.Errorf("orrery run --model script:hi.json on a held dir = %d, stdout %q, stderr %q; want 0 and the script's answer", r.code, r.stdout, r.stderr)
 	}
 
