@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -61,20 +62,29 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, m.composerKey(k)
 }
 
-// interrupt is Ctrl-C: it cancels the run in flight; with none it puts a
-// draft away (into the history, where ↑ finds it); with neither (or a
-// second time) it quits.
+// quitWithin is how soon a second Ctrl-C must follow the first to quit.
+const quitWithin = 2 * time.Second
+
+// interrupt is Ctrl-C: it puts a draft away (into the history, where ↑
+// finds it); with none it cancels the run in flight; with neither it says
+// that a second Ctrl-C within quitWithin quits, and that one does.
 func (m *Model) interrupt() (tea.Model, tea.Cmd) {
-	if cmd := m.cancelRun("cancelling the run; Ctrl-C again quits"); cmd != nil {
-		return m, cmd
+	now := time.Now()
+	if now.Before(m.quitBy) {
+		return m, tea.Quit
 	}
 	if strings.TrimSpace(m.input.String()) != "" && !m.draftKept {
 		m.input.take()
 		m.draftKept = true
-		m.notice("the draft is put away (↑ brings it back); Ctrl-C again quits")
+		m.info("the draft is put away (↑ brings it back)")
 		return m, nil
 	}
-	return m, tea.Quit
+	if cmd := m.cancelRun("cancelling the run"); cmd != nil {
+		return m, cmd
+	}
+	m.quitBy = now.Add(quitWithin)
+	m.info("Ctrl-C again within 2 s quits (or Ctrl-D on an empty composer)")
+	return m, nil
 }
 
 // cancelRun asks the kernel to cancel the run in flight, saying so, and
@@ -304,6 +314,11 @@ func (m *Model) composerKey(k tea.KeyPressMsg) tea.Cmd {
 	switch k.String() {
 	case "enter":
 		return m.submit()
+	case "ctrl+d":
+		if m.input.String() == "" {
+			return tea.Quit // as a shell: end of input on an empty line
+		}
+		m.input.key("ctrl+d") // deletes forward, as in a shell
 	case "ctrl+j", "alt+enter", "shift+enter":
 		m.input.insert("\n")
 	case "up":

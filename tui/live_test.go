@@ -231,6 +231,14 @@ func TestSteerThenCancel(t *testing.T) {
 	if !steered {
 		t.Error("the log has no orrery.user.message with steer true for \"turn left\"")
 	}
+	// With no run and no draft, a Ctrl-C says a second one quits, and a
+	// second one within 2 s does.
+	if _, cmd := l.m.Update(keyCtrlC); cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			t.Fatal("a Ctrl-C with no run in flight quit at once; want it to say a second one quits")
+		}
+	}
+	l.until("the quit hint", contains("Ctrl-C again within 2 s quits"))
 	_, cmd := l.m.Update(keyCtrlC)
 	if cmd == nil {
 		t.Fatal("a second Ctrl-C with no run in flight did nothing; want it to quit")
@@ -453,7 +461,7 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 			t.Fatal("Ctrl-C with a draft quit; want the draft put away")
 		}
 	}
-	s := l.until("the draft put away", contains("the draft is put away", "Ctrl-C again quits"))
+	s := l.until("the draft put away", contains("the draft is put away (↑ brings it back)"))
 	if strings.Contains(s, "› a draft worth keeping") {
 		t.Errorf("the draft is still in the composer:\n%s", s)
 	}
@@ -470,12 +478,26 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 	if strings.Contains(s, "the draft is put away") || strings.Contains(s, "cancelling the run") {
 		t.Errorf("the old session's notices followed into the new one:\n%s", s)
 	}
+	// With an empty composer and no run, a Ctrl-C says a second quits.
+	if _, cmd = l.m.Update(keyCtrlC); cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			t.Fatal("a first Ctrl-C with an empty composer and no run quit; want it to say a second one quits")
+		}
+	}
 	_, cmd = l.m.Update(keyCtrlC)
 	if cmd == nil {
-		t.Fatal("Ctrl-C with an empty composer and no run did nothing; want it to quit")
+		t.Fatal("a second Ctrl-C with an empty composer and no run did nothing; want it to quit")
 	}
 	if _, ok := cmd().(tea.QuitMsg); !ok {
-		t.Error("Ctrl-C with an empty composer and no run did not quit")
+		t.Error("a second Ctrl-C with an empty composer and no run did not quit")
+	}
+	// Ctrl-D on an empty composer quits too, as a shell does.
+	_, cmd = l.m.Update(tea.KeyPressMsg{Code: 'd', Mod: tea.ModCtrl})
+	if cmd == nil {
+		t.Fatal("Ctrl-D on an empty composer did nothing; want it to quit")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Error("Ctrl-D on an empty composer did not quit")
 	}
 }
 

@@ -119,9 +119,12 @@ type Model struct {
 	ticking bool
 	// disconnected is set once the connection to the kernel is lost.
 	disconnected bool
-	// draftKept is set once Ctrl-C put a draft away: the next Ctrl-C quits.
-	// Any other key clears it.
+	// draftKept is set once Ctrl-C put a draft away. Any other key clears
+	// it.
 	draftKept bool
+	// quitBy is until when a second Ctrl-C quits: a first one with no run
+	// and no draft only says so (quitWithin).
+	quitBy time.Time
 	lastApply time.Time
 	applyDue  bool
 	// OnDraw, when set, is called after each draw with the time the oldest
@@ -246,9 +249,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		_, cmd = m.update(msg)
 	}
 	if m.expiring {
-		// An info notice was added: its line goes once its time is up.
+		// An info notice was added: its line goes once its time is up. The
+		// tick goes in a batch the program runs on its own, so that this
+		// command never blocks whoever runs it for the tick's length.
 		m.expiring = false
-		cmd = tea.Batch(cmd, tea.Tick(infoFor, func(time.Time) tea.Msg { return noticeExpiryMsg{} }))
+		cmds := []tea.Cmd{tea.Tick(infoFor, func(time.Time) tea.Msg { return noticeExpiryMsg{} })}
+		if cmd != nil {
+			cmds = append(cmds, cmd)
+		}
+		cmd = func() tea.Msg { return tea.BatchMsg(cmds) }
 	}
 	if m.imagesDirty {
 		m.imagesDirty = false

@@ -56,8 +56,8 @@ func TestTUIInTmux(t *testing.T) {
 	tm("send-keys", "-t", "t:app", "Enter")
 	waitFor("the /ui list", has("ID", "PLACEMENT", "OWNER", "offline-chart  pane.right  agent  shown, folded"))
 
-	tm("send-keys", "-t", "t:app", "C-c")
-	waitFor("orrery to quit on Ctrl-C with no run in flight", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	tm("send-keys", "-t", "t:app", "C-c", "C-c") // a second Ctrl-C within 2 s quits
+	waitFor("orrery to quit on Ctrl-C twice with no run in flight", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
 }
 
 // tmuxTUI is a tmux server of the test's own (-L) with a built orrery, a
@@ -295,8 +295,8 @@ func TestTUIFormInTmux(t *testing.T) {
 	tt.tm("send-keys", "-t", "t:app", "Enter")
 	tt.waitFor("the required field refused", has("Name is required: type a value in it, then Enter", "❯ Name *: [ ]"))
 
-	tt.tm("send-keys", "-t", "t:app", "C-c")
-	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	tt.tm("send-keys", "-t", "t:app", "C-c", "C-c") // a second Ctrl-C within 2 s quits
+	tt.waitFor("orrery to quit on Ctrl-C twice", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
 	want := `[ext:ui] deploy: go {"canary":true,"name":"web1-x","region":"us"}`
 	if got := notes(t, tt.data, "[ext:ui] deploy:"); len(got) != 1 || got[0] != want {
 		t.Errorf("the notes of the submit = %q, want [%q]", got, want)
@@ -359,8 +359,8 @@ func TestTUIDataDirInTmux(t *testing.T) {
 	if len(list.Sessions) != 1 || list.Sessions[0].Head == 0 {
 		t.Errorf("the server's sessions = %+v, want the TUI's one, with its run", list.Sessions)
 	}
-	tt.tm("send-keys", "-t", "t:app", "C-c")
-	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	tt.tm("send-keys", "-t", "t:app", "C-c", "C-c") // a second Ctrl-C within 2 s quits
+	tt.waitFor("orrery to quit on Ctrl-C twice", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
 	if code := s.stop(); code != 130 {
 		t.Errorf("orrery serve exit code after SIGINT = %d, want 130 (interrupted)", code)
 	}
@@ -382,8 +382,8 @@ func TestTUIDataDirInTmux(t *testing.T) {
 	if r.code != 0 || strings.Count(r.stdout, "ses_") != 2 || !strings.Contains(r.stdout, "hello from a client") {
 		t.Errorf("orrery sessions on the TUI's dir = %d, stdout %q, stderr %q; want the TUI's session and the run's", r.code, r.stdout, r.stderr)
 	}
-	tt.tm("send-keys", "-t", "t:app", "C-c")
-	tt.waitFor("orrery to quit on Ctrl-C", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
+	tt.tm("send-keys", "-t", "t:app", "C-c", "C-c") // a second Ctrl-C within 2 s quits
+	tt.waitFor("orrery to quit on Ctrl-C twice", func(s string) bool { return !strings.Contains(s, "orrery · ses_") })
 	deadline := time.Now().Add(waitLimit)
 	for {
 		o, _ := datadir.ReadOwner(own)
