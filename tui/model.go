@@ -124,7 +124,7 @@ type Model struct {
 	draftKept bool
 	// quitBy is until when a second Ctrl-C quits: a first one with no run
 	// and no draft only says so (quitWithin).
-	quitBy time.Time
+	quitBy    time.Time
 	lastApply time.Time
 	applyDue  bool
 	// OnDraw, when set, is called after each draw with the time the oldest
