@@ -82,7 +82,7 @@ func TestRenderKinds(t *testing.T) {
 // glyph, and a call that a finished run left without a result says so rather
 // than looking in flight forever.
 func TestToolMark(t *testing.T) {
-	s := &screen{toolStatus: map[string]string{"ok": "ok", "denied": "denied", "error": "error"}}
+	s := &screen{toolStatus: map[string]string{"ok": "ok", "denied": "denied", "error": "error", "cancelled": "cancelled", "interrupted": "interrupted"}}
 	for _, tc := range []struct {
 		id      string
 		done    bool
@@ -90,7 +90,9 @@ func TestToolMark(t *testing.T) {
 		want    string
 	}{
 		{"ok", true, false, "✓"},
-		{"denied", true, false, "✗ denied"},
+		{"denied", true, false, "⊘ denied"},
+		{"cancelled", true, false, "⊘ cancelled"},
+		{"interrupted", true, false, "✗ interrupted"},
 		{"error", true, true, "✗ error"},
 		{"old", true, false, "✓"},
 		{"pending", false, true, "⋯"},

@@ -553,13 +553,16 @@ func (s *screen) assistantLines(id, text string, w int) []string {
 }
 
 // toolMark is a tool call's mark, in words as well as a glyph: ✓ when its
-// result said ok, ✗ and the outcome otherwise, ⋯ while the run that made
+// result said ok, ⊘ when it was denied or stopped, ✗ and the outcome
+// otherwise, ⋯ while the run that made
 // it is in flight, – when the run ended without a result for it.
 func (s *screen) toolMark(id string, done bool) string {
 	st, ok := s.toolStatus[id]
 	switch {
 	case ok && (st == "ok" || st == ""):
 		return "✓"
+	case ok && (st == "denied" || st == "cancelled"):
+		return "⊘ " + st // refused or stopped, not failed
 	case ok:
 		return "✗ " + termtext.StripLine(st)
 	case done:
