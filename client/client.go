@@ -185,6 +185,27 @@ type Client struct {
 	streams map[*Stream]struct{}
 	closed  bool
 	hello   protocol.HelloReply
+
+	onReconnect atomic.Pointer[func(session string, lost error)]
+}
+
+// SetOnReconnect has f told when a stream of this client loses its
+// connection and starts getting it back (lost is why), and once it has it
+// back (lost is nil). It is called on the stream's reader, so it must not
+// block. Nil stops the calls.
+func (c *Client) SetOnReconnect(f func(session string, lost error)) {
+	if f == nil {
+		c.onReconnect.Store(nil)
+		return
+	}
+	c.onReconnect.Store(&f)
+}
+
+// reconnecting tells the SetOnReconnect function, if any.
+func (c *Client) reconnecting(session string, lost error) {
+	if f := c.onReconnect.Load(); f != nil {
+		(*f)(session, lost)
+	}
 }
 
 // Dial returns a client of the kernel at target: http://HOST:PORT (or

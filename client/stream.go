@@ -264,6 +264,7 @@ func (s *Stream) Next(ctx context.Context) (Frame, error) {
 		case fatal != nil:
 			return Frame{}, fatal
 		case lost != nil:
+			s.c.reconnecting(s.session, lost)
 			if err := s.reconnect(ctx, lost); err != nil {
 				if ctx.Err() != nil {
 					return Frame{}, ctx.Err()
@@ -276,6 +277,7 @@ func (s *Stream) Next(ctx context.Context) (Frame, error) {
 				s.mu.Unlock()
 				return Frame{}, err
 			}
+			s.c.reconnecting(s.session, nil)
 			continue
 		}
 		select {

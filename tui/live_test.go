@@ -519,6 +519,40 @@ func TestStatusShowsTheRun(t *testing.T) {
 	l.until("the run's end", contains("· idle ·"))
 }
 
+// TestReconnects: when the kernel goes away the status says reconnecting
+// and a notice says what you type is kept; when it is back the stream
+// resumes, the status says attached again, and a prompt runs.
+func TestReconnects(t *testing.T) {
+	l := startLive(t, "offline")
+	l.until("an idle session", contains("orrery · ses_", "attached", "idle"))
+	l.stopServer()
+	l.until("the loss said", contains("· reconnecting ·", "the connection to the kernel is lost", "reconnecting; what you type is kept"))
+	l.typeText("a draft")
+	srv := server.New(server.Config{Kernel: l.k, Logger: slog.New(slog.DiscardHandler), Roots: []string{os.TempDir()}})
+	pl, err := server.ListenPipe(filepath.Join(l.dir, "k.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.ServePipeListener(ctx, pl) }()
+	t.Cleanup(func() {
+		stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Close(cctx)
+		<-served
+	})
+	s := l.until("the stream back", contains("· attached ·", "reconnected: the session goes on where it was"))
+	if !strings.Contains(s, "› a draft") {
+		t.Errorf("the draft typed while reconnecting is gone:\n%s", s)
+	}
+	l.press(tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl})
+	l.typeText("hello")
+	l.press(keyEnter)
+	l.until("a prompt runs after the reconnect", contains(`You said: "hello"`, "idle"))
+}
+
 // TestPromptKeptWhenTheKernelIsGone: with the kernel gone, a prompt that
 // cannot be sent comes back into the composer with why, instead of being
 // lost, and the status says disconnected.

@@ -117,8 +117,9 @@ type Model struct {
 		TotalTokens int64  `json:"totalTokens"`
 	}
 	ticking bool
-	// disconnected is set once the connection to the kernel is lost.
-	disconnected bool
+	// disconnected is set once the connection to the kernel is lost for
+	// good; reconnecting while the stream is getting it back.
+	disconnected, reconnecting bool
 	// draftKept is set once Ctrl-C put a draft away. Any other key clears
 	// it.
 	draftKept bool
@@ -153,6 +154,10 @@ func New(opts Options) *Model {
 		opts: opts, log: log, ctx: ctx, stop: stop,
 		state: client.NewState(), order: map[string]int{}, stopped: map[string]bool{},
 		send: func(tea.Msg) {},
+	}
+	if opts.Client != nil {
+		// Read when called: the sender is the program's, set after New.
+		opts.Client.SetOnReconnect(func(session string, lost error) { m.send(reconnectMsg{session: session, lost: lost}) })
 	}
 	m.scr = screen{
 		width: 80, height: 24,
@@ -199,6 +204,12 @@ type (
 	}
 	// feedErrMsg is a stream that failed for good.
 	feedErrMsg struct{ err error }
+	// reconnectMsg is the session's stream losing its connection (lost is
+	// why) or getting it back (lost is nil).
+	reconnectMsg struct {
+		session string
+		lost    error
+	}
 	// sendFailedMsg is a prompt the kernel did not take, and why.
 	sendFailedMsg struct {
 		text string
@@ -417,8 +428,23 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.notice(msg.notice)
 		}
 		return m, nil
+	case reconnectMsg:
+		if msg.session != m.session {
+			return m, nil
+		}
+		if msg.lost != nil {
+			if !m.reconnecting {
+				m.reconnecting = true
+				m.notice("the connection to the kernel is lost (" + termtext.StripLine(msg.lost.Error()) + "): reconnecting; what you type is kept")
+			}
+		} else if m.reconnecting || m.disconnected {
+			m.reconnecting, m.disconnected = false, false
+			m.info("reconnected: the session goes on where it was")
+		}
+		m.updateStatus()
+		return m, nil
 	case feedErrMsg:
-		m.disconnected = true
+		m.disconnected, m.reconnecting = true, false
 		m.fail("the connection to the kernel is lost (" + termtext.StripLine(msg.err.Error()) + "): restart orrery to reconnect")
 		m.updateStatus()
 		return m, nil
@@ -798,6 +824,9 @@ func (m *Model) updateStatus() {
 	where := "attached"
 	if m.opts.Host {
 		where = "host"
+	}
+	if m.reconnecting {
+		where = "reconnecting"
 	}
 	if m.disconnected {
 		where = "disconnected"
