@@ -27,6 +27,13 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m.interrupt()
 	}
 	m.draftKept = false
+	if m.scr.overlay != "" {
+		// An opened row takes the keys until it is closed.
+		if s == "esc" || s == "enter" || s == "q" || m.scr.nodeByID(m.scr.overlay) == nil {
+			m.scr.overlay = ""
+		}
+		return m, nil
+	}
 	if m.scr.picker != nil {
 		return m.pickerKey(s)
 	}
@@ -226,9 +233,32 @@ func (m *Model) focusKey(k tea.KeyPressMsg) (tea.Cmd, bool) {
 		m.scr.cursor[n.Node]++
 		return nil, true
 	case "enter", "space":
+		if s == "enter" && m.scr.asRow[n.Node] && !actionable(n) {
+			// A row shows a line of it: Enter opens it whole.
+			m.scr.overlay = n.Node
+			return nil, true
+		}
 		return m.activate(n), true
 	}
 	return nil, false
+}
+
+// actionable reports whether Enter on n does something of its own: a
+// question's answer, a form's submit, a table's select, a link, a
+// component's action.
+func actionable(n *node) bool {
+	if len(n.Links) > 0 || len(n.Actions) > 0 {
+		return true
+	}
+	var root struct {
+		Kind kind `json:"kind"`
+	}
+	_ = json.Unmarshal(n.Surface, &root)
+	switch root.Kind.T {
+	case "question", "form", "table":
+		return true
+	}
+	return false
 }
 
 // activate commits the focused component's action: a button's press, a

@@ -129,3 +129,31 @@ func TestPickerKeepsTheChoiceOnScreen(t *testing.T) {
 		}
 	}
 }
+
+// TestRowOpensWhole: Enter on a surface drawn as a one-line row (here a
+// chart in the band) opens it whole over the thread, and Esc closes it;
+// keys meanwhile go to it alone.
+func TestRowOpensWhole(t *testing.T) {
+	m := New(Options{})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	n := &node{Node: "placed:agent:fruit", ID: "fruit", Placement: "band", Title: "Fruit", Owner: "agent",
+		Surface: []byte(`{"kind":{"t":"chart","kind":"bars","labels":["apples","pears"],"series":[{"label":"letters","values":[6,5]}]}}`)}
+	m.scr.nodes = []*node{n}
+	if screen := termtext.Strip(m.View().Content); !strings.Contains(screen, "▸ Fruit [agent] letters: apples 6, pears 5") {
+		t.Fatalf("the band row is not drawn:\n%s", screen)
+	}
+	m.scr.focus = n.Node
+	m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
+	screen := termtext.Strip(m.View().Content)
+	if m.scr.overlay != n.Node || !strings.Contains(screen, "┃ apples") && !strings.Contains(screen, "apples  ") || !strings.Contains(screen, "Esc or Enter closes it") {
+		t.Fatalf("Enter on the row did not open the chart whole:\n%s", screen)
+	}
+	m.Update(tea.KeyPressMsg{Code: 'x', Text: "x"})
+	if m.scr.overlay == "" || m.input.String() != "" {
+		t.Errorf("a key while the chart is open reached the composer (%q) or closed it", m.input.String())
+	}
+	m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+	if m.scr.overlay != "" {
+		t.Error("Esc did not close the opened chart")
+	}
+}

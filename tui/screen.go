@@ -66,8 +66,13 @@ type screen struct {
 	running bool
 	scroll  int // thread lines scrolled up from the end
 
-	picker *picker  // the session picker, when open
-	list   []string // a listing (/ui, /ext, /cost) drawn over the thread
+	picker *picker // the session picker, when open
+	// asRow are the nodes the last draw showed as one-line rows (the
+	// band's, the footer's, folded panes); overlay is the node opened
+	// whole over the thread from its row, or "".
+	asRow   map[string]bool
+	overlay string
+	list    []string // a listing (/ui, /ext, /cost) drawn over the thread
 
 	md     *markdown
 	thread threadCache
@@ -190,6 +195,7 @@ func (s *screen) draw() string {
 	if lay.FoldRight {
 		bandNodes = append(bandNodes, right...)
 	}
+	clear(s.asRow)
 	band := s.rows(bandNodes, w, MaxBandRows, "band")
 	footer := s.rows(s.visible(string(ui.Footer)), w, MaxFooterRows, "footer")
 	consent := append(s.drawConsent(w), s.drawQuestion(w)...)
@@ -237,7 +243,11 @@ func (s *screen) draw() string {
 // row says how many more wait.
 func (s *screen) rows(nodes []*node, w, maxRows int, what string) []string {
 	var out []string
+	if s.asRow == nil {
+		s.asRow = map[string]bool{}
+	}
 	for i, n := range nodes {
+		s.asRow[n.Node] = true
 		if i == maxRows-1 && len(nodes) > maxRows {
 			more := fmt.Sprintf("+%d more (/ui lists them)", len(nodes)-i)
 			out = append(out, styleDim.Render(fit(" "+more, w)))
@@ -458,7 +468,12 @@ func (s *screen) drawInput(w int) []string {
 func (s *screen) drawThread(w, h int) []string {
 	inner := max(1, w-2)
 	var lines []string
-	if s.picker != nil {
+	if n := s.nodeByID(s.overlay); n != nil {
+		// A row opened whole: the surface in all the thread's room.
+		content := s.drawNode(n, inner-4, max(1, h-3))
+		lines = append(box(termtext.StripLine(n.Title), ownerLabel(n), content, inner, min(h-1, len(content)+2), true, n.Stopped),
+			styleDim.Render(fit("  Esc or Enter closes it", inner)))
+	} else if s.picker != nil {
 		lines = s.picker.draw(inner, h)
 	} else {
 		lines = s.threadLines(inner)
