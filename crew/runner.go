@@ -96,13 +96,12 @@ func (r *Runner) Run(ctx context.Context, in agent.RunInput) agent.Result {
 			spec = r.DefaultModel
 		}
 		provider, ok := providers[spec]
-		var err error
 		if !ok {
-			provider, err = r.Models(spec)
+			var err error
+			if provider, err = r.Models(spec); err != nil {
+				return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("agent %s of crew %s cannot use model %q: %v", a.ID, f.Name, spec, err), Err: err}}
+			}
 			providers[spec] = provider
-		}
-		if err != nil {
-			return agent.Result{Err: &agent.Error{Code: "crew_failed", Message: fmt.Sprintf("agent %s of crew %s cannot use model %q: %v", a.ID, f.Name, spec, err), Err: err}}
 		}
 		tools, searchable := r.toolsFor(a)
 		var deps []string

@@ -120,15 +120,10 @@ func (o *openSet) apply(ev protocol.Event) {
 	case *protocol.ToolCallStart:
 		o.opened(&o.calls, e.ToolCallID, ev)
 	case *protocol.ToolCallEnd:
-		sub := o.owner[e.ToolCallID]
-		o.closed(&o.calls, e.ToolCallID)
+		// The call waits for its result now; its owner stays, since the
+		// result belongs to the same sub-agent.
+		o.calls = remove(o.calls, e.ToolCallID)
 		o.awaiting = append(o.awaiting, e.ToolCallID)
-		if sub != "" {
-			if o.owner == nil {
-				o.owner = make(map[string]string)
-			}
-			o.owner[e.ToolCallID] = sub
-		}
 	case *protocol.ToolCallResult:
 		o.closed(&o.awaiting, e.ToolCallID)
 	case *protocol.ReasoningMessageStart:

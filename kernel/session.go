@@ -297,31 +297,32 @@ func (s *Session) do(ctx context.Context, fn func()) error {
 }
 
 // post runs fn on the actor a without waiting, if a is still the
-// session's running actor; otherwise fn is dropped. It is how the
-// session's own timers reach it: a timer never loads an unloaded session.
-func (s *Session) post(a *actor, fn func()) {
+// session's running actor, and reports whether it could; otherwise fn is
+// dropped. It is how the session's own timers reach it: a timer never
+// loads an unloaded session.
+func (s *Session) post(a *actor, fn func()) bool {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
-	if s.act != a || s.unloaded {
-		return
-	}
-	select {
-	case a.inbox <- fn:
-	case <-a.quit:
-	}
+	return s.postLocked(a, fn)
 }
 
-// postCurrent runs fn on the running actor without waiting, and reports
-// whether it could: not while the session is unloaded or closing.
+// postCurrent posts fn to the running actor as work of the session's own
+// (it counts as activity, as do's requests do), and reports whether it
+// could: not while the session is unloaded or closing. A streamed delta
+// comes this way, so it takes lifeMu once.
 func (s *Session) postCurrent(fn func()) bool {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
-	a := s.act
-	if a == nil || s.unloaded {
+	return s.postLocked(s.act, func() { s.touch(); fn() })
+}
+
+// postLocked is post with lifeMu held for reading.
+func (s *Session) postLocked(a *actor, fn func()) bool {
+	if a == nil || s.act != a || s.unloaded {
 		return false
 	}
 	select {
-	case a.inbox <- func() { s.touch(); fn() }:
+	case a.inbox <- fn:
 		return true
 	case <-a.quit:
 		return false

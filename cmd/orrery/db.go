@@ -66,7 +66,7 @@ func (c *dbCmd) Run(ctx context.Context, args []string) error {
 		return nil
 	default:
 		if strings.HasPrefix(sub, "-") {
-			return &usageError{msg: fmt.Sprintf("db needs its subcommand before %s: orrery db check|repair|backup PATH [flags]", sub)}
+			return subcommandFirst("db", sub, "check|repair|backup PATH")
 		}
 		return &usageError{msg: fmt.Sprintf("unknown db subcommand %q: use check, repair or backup PATH", sub)}
 	}

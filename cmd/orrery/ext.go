@@ -64,7 +64,7 @@ func (c *extCmd) Run(ctx context.Context, args []string) error {
 		return c.logs(args[1:])
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return &usageError{msg: fmt.Sprintf("ext needs its subcommand before %s: orrery ext list|add|remove|restart|logs [flags] (orrery ext --help)", args[0])}
+		return subcommandFirst("ext", args[0], "list|add|remove|restart|logs")
 	}
 	return &usageError{msg: fmt.Sprintf("ext %s is not a subcommand: use list, add, remove, restart or logs (orrery ext --help)", args[0])}
 }

@@ -212,6 +212,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// subcommandFirst is the usage error for a flag written where cmd wants
+// its subcommand; forms are the subcommands as a line takes them.
+func subcommandFirst(cmd, flag, forms string) error {
+	return &usageError{msg: fmt.Sprintf("%s needs its subcommand before %s: orrery %s %s [flags] (orrery %s --help)", cmd, flag, cmd, forms, cmd)}
+}
+
 // parseFlags parses the flags of args up to the first positional one. A
 // mistake is answered by the flag package's line naming it and one line
 // saying where the usage is (exit 2); the whole usage is for --help.

@@ -138,7 +138,7 @@ func (c *configCmd) Run(ctx context.Context, args []string) error {
 	case "validate", "get", "set":
 	default:
 		if strings.HasPrefix(sub, "-") {
-			return &usageError{msg: fmt.Sprintf("config needs its subcommand before %s: orrery config validate|get KEY|set KEY VALUE [flags]", sub)}
+			return subcommandFirst("config", sub, "validate|get KEY|set KEY VALUE")
 		}
 		return &usageError{msg: fmt.Sprintf("unknown config subcommand %q: use validate, get or set", sub)}
 	}
