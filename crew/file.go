@@ -218,6 +218,9 @@ func (f *File) Validate(k Known) error {
 	if len(f.Tasks) == 0 {
 		return &Error{Path: f.path, Line: 1, Msg: "the crew has no tasks: add a [[tasks]] entry with description and agent"}
 	}
+	if len(f.Agents) == 0 {
+		return &Error{Path: f.path, Line: 1, Msg: "the crew has no agents: add an [[agents]] entry with a role for its tasks to name"}
+	}
 	agents := map[string]bool{}
 	for i, a := range f.Agents {
 		if a.Role == "" {

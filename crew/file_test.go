@@ -121,6 +121,8 @@ func TestValidate(t *testing.T) {
 		{"no name", strings.Replace(twoAgents, `name = "billing"`, "", 1) + task("w", "Writer"), "crew.toml:1: the crew has no name"},
 		{"a name that is no address", strings.Replace(twoAgents, `"billing"`, `"bill ing"`, 1) + task("w", "Writer"), "crew.toml:1: crew name \"bill ing\" cannot be a hub address"},
 		{"no tasks", twoAgents, "crew.toml:1: the crew has no tasks"},
+		{"a name with a terminal escape", strings.Replace(twoAgents, `"billing"`, `"bill\u001b]0;x\u0007"`, 1) + task("w", "Writer"), `crew.toml:1: crew name "bill\x1b]0;x\a" cannot be a hub address`},
+		{"no agents", "name = \"x\"\n[[tasks]]\nid = \"t\"\ndescription = \"d\"\nagent = \"a\"\n", "crew.toml:1: the crew has no agents"},
 		{"agent without role", twoAgents + "\n[[agents]]\nid = \"x\"\n" + task("w", "Writer"), "crew.toml:12: agent 3 has no role"},
 		{"duplicate agent", twoAgents + "\n[[agents]]\nid = \"rev\"\nrole = \"Other\"\n" + task("w", "Writer"), "crew.toml:13: agent id \"rev\" is used twice"},
 		{"unknown tool", strings.Replace(twoAgents, `["echo"]`, `["echo", "rm_rf"]`, 1) + task("w", "Writer"), "crew.toml:6: agent Writer names an unknown tool \"rm_rf\""},

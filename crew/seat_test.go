@@ -163,3 +163,61 @@ func TestRunnerSeatsTheCrewEachRun(t *testing.T) {
 		t.Errorf("AddCrew after the crew's runs = %v, want its name free", err)
 	}
 }
+
+// TestSubAgentReportsADeniedCall: a crew agent's call that was denied
+// (nobody can be asked) is reported by the offline model as not done,
+// since the sub-agent's conversation carries the call's outcome as the
+// session's does.
+func TestSubAgentReportsADeniedCall(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crew.toml")
+	text := "name = \"deny\"\nmodel = \"offline\"\n[[agents]]\nid = \"a\"\nrole = \"Runner\"\n[[tasks]]\nid = \"t\"\ndescription = \"run `echo hi`\"\nagent = \"a\"\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := crew.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := tool.NewSet(tool.Coding(tool.Shell{})...)
+	runner := &crew.Runner{File: f, Models: models.Resolve, Tools: tools, Searchable: tool.NewSet()}
+	st, err := sqlite.Open(filepath.Join(dir, "orrery.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k := kernel.New(kernel.Config{Store: st, DefaultModel: "crew", DebugActor: true, Tools: tools, Workspace: tool.Workspace{Root: dir},
+		Models: func(spec string) (agent.Provider, error) {
+			if spec == "crew" {
+				return runner, nil
+			}
+			return models.Resolve(spec)
+		}})
+	ctx := context.Background()
+	if err := k.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(ctx)
+	sess, err := k.CreateSession(ctx, kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := runCrew(t, sess, nil); !end.finished {
+		t.Fatalf("the crew's run = %+v, want it finished", end)
+	}
+	frames, _, err := sess.Read(ctx, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	for _, fr := range frames {
+		if ev, err := protocol.DecodeEvent(fr.Data); err == nil {
+			if c, ok := ev.(*protocol.TextMessageContent); ok {
+				said.WriteString(c.Delta)
+			}
+		}
+	}
+	if !strings.Contains(said.String(), "Not done: shell was denied") || strings.Contains(said.String(), "Done: shell returned") {
+		t.Errorf("the crew said %q, want the denied call reported as not done", said.String())
+	}
+}

@@ -13,6 +13,7 @@ package hub
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // The address schemes.
@@ -44,8 +45,12 @@ func ParseAddress(s string) (Address, error) {
 	if !ok {
 		return bad("has no scheme")
 	}
+	// A part is printable, with no space or slash: an address is shown
+	// in clients, logs and the bus, so it may carry no terminal escape.
 	valid := func(part string) bool {
-		return part != "" && !strings.ContainsAny(part, "/ \t\r\n")
+		return part != "" && strings.IndexFunc(part, func(r rune) bool {
+			return r == '/' || unicode.IsSpace(r) || !unicode.IsGraphic(r)
+		}) < 0
 	}
 	switch scheme {
 	case SchemeAgent:

@@ -52,6 +52,10 @@ func TestParseAddress(t *testing.T) {
 		{"mail://x", "", "unknown scheme"},
 		{"studio", "", "no scheme"},
 		{"client://", "", "needs a name"},
+		{"crew://\x1b]0;x\a", "", "needs a crew name"},
+		{"agent://c/a\u202eb", "", "needs a crew and an agent"},
+		{"client://stu dio", "", "needs a name"},
+		{"client://stüdio", "client://stüdio", ""},
 	}
 	for _, tt := range tests {
 		a, err := hub.ParseAddress(tt.in)

@@ -282,7 +282,7 @@ func (t *Turn) apply(ev protocol.Event) {
 		}
 	case *protocol.ToolCallResult:
 		t.toolCalls++
-		t.add(protocol.Message{ID: e.MessageID, Role: protocol.RoleTool, ToolCallID: e.ToolCallID, Content: e.Content})
+		t.add(protocol.ToolResultMessage(e))
 	}
 }
 
