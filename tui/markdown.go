@@ -30,6 +30,159 @@ type mdKey struct {
 const maxMarkdownCache = 512
 
 func (m *markdown) render(src string, w int) []string {
+	return m.renderBlock(src, w, true)
+}
+
+// renderBlocks draws src one block at a time: each run of lines up to a
+// blank line (outside a code fence, and not followed by an indented line)
+// is rendered alone, and the blocks are joined with one blank line. A
+// block longer than pieceLines is drawn in pieces of about that many lines
+// (see blockPieces), joined with nothing between them. A reply drawn this
+// way while it streams is the reply drawn when it is whole, with only its
+// last piece still growing, so nothing above it moves when the turn ends,
+// and a delta costs the drawing of one piece however long the reply or
+// its code block. Finished pieces come from the cache; the last one, still
+// changing while text streams, is drawn without filling it.
+func (m *markdown) renderBlocks(src string, w int) []string {
+	blocks := markdownBlocks(src)
+	var out []string
+	for i, b := range blocks {
+		if i > 0 {
+			out = append(out, "")
+		}
+		ps := blockPieces(b)
+		for j, p := range ps {
+			out = append(out, m.renderBlock(p, w, i < len(blocks)-1 || j < len(ps)-1)...)
+		}
+	}
+	return out
+}
+
+// pieceLines is about how many source lines one drawn piece of a long
+// block holds: syntax highlighting costs a few hundred µs a line, so a
+// streamed code block redraws at most this many lines a frame.
+const pieceLines = 16
+
+// blockPieces cuts a block of more than pieceLines lines into pieces that
+// draw alone as they would in the whole: a fenced code block into fenced
+// blocks of the same language, anything else at a line that starts in the
+// first column and is neither a table row nor a heading's underline. No
+// piece starts or ends with a blank line, which the drawing would lose.
+func blockPieces(b string) []string {
+	lines := strings.Split(b, "\n")
+	if len(lines) <= pieceLines {
+		return []string{b}
+	}
+	open := ""
+	if mk := fenceMarker(strings.TrimLeft(lines[0], " ")); mk != "" && len(lines[0])-len(strings.TrimLeft(lines[0], " ")) < 4 {
+		open = lines[0]
+	}
+	end := len(lines) - 1 // cut before no later line
+	if open != "" {
+		// Only inside the fence: what follows its close stays whole.
+		mk := fenceMarker(strings.TrimLeft(open, " "))
+		for i := 1; i < len(lines); i++ {
+			if t := strings.TrimLeft(lines[i], " "); strings.HasPrefix(t, mk) && strings.TrimSpace(strings.TrimLeft(t, mk[:1])) == "" {
+				end = i
+				break
+			}
+		}
+	}
+	var pieces []string
+	start := 0
+	for i := start + pieceLines; i < end; i++ {
+		if i-start < pieceLines || !pieceCut(lines, i, open != "") {
+			continue
+		}
+		p := strings.Join(lines[start:i], "\n")
+		if open != "" {
+			if start > 0 {
+				p = open + "\n" + p
+			}
+			p += "\n" + fenceMarker(strings.TrimLeft(open, " "))
+		}
+		pieces = append(pieces, p)
+		start = i
+	}
+	p := strings.Join(lines[start:], "\n")
+	if open != "" && start > 0 {
+		p = open + "\n" + p
+	}
+	return append(pieces, p)
+}
+
+// pieceCut says whether a block may be cut before lines[i].
+func pieceCut(lines []string, i int, code bool) bool {
+	prev, next := lines[i-1], lines[i]
+	if strings.TrimSpace(prev) == "" || strings.TrimSpace(next) == "" {
+		return false
+	}
+	if code {
+		return i > 1 // never right after the opening fence
+	}
+	if next[0] == ' ' || next[0] == '\t' || next[0] == '|' || strings.HasPrefix(prev, "|") {
+		return false
+	}
+	t := strings.TrimSpace(next)
+	return strings.Trim(t, "=") != "" && strings.Trim(t, "-") != ""
+}
+
+// markdownBlocks cuts src at its block boundaries: a blank line outside a
+// fenced code block whose next line starts in the first column (an
+// indented one may continue a list item). Blank lines are not kept.
+func markdownBlocks(src string) []string {
+	lines := strings.Split(src, "\n")
+	var blocks []string
+	var fence string // the open fence's marker, "" outside one
+	start, blank := 0, false
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " ")
+		if fence == "" && strings.TrimSpace(l) == "" {
+			blank = true
+			continue
+		}
+		if blank && fence == "" && l[0] != ' ' && l[0] != '\t' {
+			if b := strings.Trim(strings.Join(lines[start:i], "\n"), "\n"); strings.TrimSpace(b) != "" {
+				blocks = append(blocks, b)
+			}
+			start = i
+		}
+		blank = false
+		if len(l)-len(t) < 4 {
+			if fence == "" {
+				if mk := fenceMarker(t); mk != "" {
+					fence = mk
+				}
+			} else if strings.HasPrefix(t, fence) && strings.TrimSpace(strings.TrimLeft(t, fence[:1])) == "" {
+				fence = ""
+			}
+		}
+	}
+	if b := strings.Trim(strings.Join(lines[start:], "\n"), "\n"); strings.TrimSpace(b) != "" {
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+// fenceMarker is the run of three or more backticks or tildes that opens a
+// fenced code block on line t, or "".
+func fenceMarker(t string) string {
+	if len(t) < 3 || (t[0] != '`' && t[0] != '~') {
+		return ""
+	}
+	n := 0
+	for n < len(t) && t[n] == t[0] {
+		n++
+	}
+	if n < 3 || (t[0] == '`' && strings.Contains(t[n:], "`")) {
+		return ""
+	}
+	return t[:n]
+}
+
+// renderBlock draws one piece of Markdown, from and (when keep) into the
+// cache.
+func (m *markdown) renderBlock(src string, w int, keep bool) []string {
 	if m == nil || m.plain {
 		return wrap(src, w)
 	}
@@ -65,6 +218,9 @@ func (m *markdown) render(src string, w int) []string {
 	}
 	for len(lines) > 0 && strings.TrimSpace(stripSGR(lines[len(lines)-1])) == "" {
 		lines = lines[:len(lines)-1]
+	}
+	if !keep {
+		return lines
 	}
 	if m.cache == nil || len(m.cache) > maxMarkdownCache {
 		m.cache = make(map[mdKey][]string)

@@ -515,7 +515,7 @@ func (m *Model) resetSession(id string) {
 	m.agentCommands = nil
 	m.scr.messages, m.scr.nodes, m.scr.surfaces, m.scr.kept = nil, nil, nil, nil
 	m.scr.toolStatus = nil
-	m.scr.consent, m.scr.streaming, m.scr.list, m.scr.picker = nil, "", nil, nil
+	m.scr.consent, m.scr.list, m.scr.picker = nil, nil, nil
 	m.scr.question = nil
 	m.scr.dismissed = map[string]bool{}
 	m.scr.edits = nil
@@ -603,14 +603,6 @@ func (m *Model) apply() {
 		case *protocol.RunError:
 			m.runEnded()
 			m.fail("the run failed: " + termtext.StripLine(e.Message))
-		case *protocol.TextMessageStart:
-			m.scr.streaming = e.MessageID
-		case *protocol.TextMessageContent:
-			m.scr.streaming = e.MessageID
-		case *protocol.TextMessageEnd:
-			if m.scr.streaming == e.MessageID {
-				m.scr.streaming = ""
-			}
 		case *protocol.Custom:
 			m.custom(e)
 		}
@@ -631,7 +623,6 @@ func (m *Model) applyEvent(ev protocol.Event) {
 
 func (m *Model) runEnded() {
 	m.scr.running, m.runID, m.cancelSent = false, "", false
-	m.scr.streaming = ""
 	m.scr.consent = nil
 	m.scr.question = nil
 }

@@ -36,10 +36,8 @@ type screen struct {
 	width, height int
 
 	messages []protocol.Message
-	// streaming is the id of the message whose text is still arriving.
-	streaming string
-	nodes     []*node
-	surfaces  map[string]json.RawMessage // this turn's surfaces, by id
+	nodes    []*node
+	surfaces map[string]json.RawMessage // this turn's surfaces, by id
 	// kept are earlier turns' surfaces, by tool call id: what a call
 	// showed while it ran stays what it shows after later turns.
 	kept      map[string]json.RawMessage
@@ -551,18 +549,14 @@ func (s *screen) threadLines(w int) []string {
 	return out
 }
 
-// assistantLines draws a reply: Markdown once it is whole, plain wrapped
-// text while it streams (so a fast stream costs only its new lines).
+// assistantLines draws a reply as Markdown, block by block, the same while
+// it streams as once it is whole: a delta redraws only the last block, and
+// the end of the turn moves nothing.
 func (s *screen) assistantLines(id, text string, w int) []string {
 	if c, ok := s.thread.lines[id]; ok && c.n == len(text) {
 		return c.lines
 	}
-	var lines []string
-	if id == s.streaming {
-		lines = wrap(termtext.Strip(text), w)
-	} else {
-		lines = s.md.render(termtext.Strip(text), w)
-	}
+	lines := s.md.renderBlocks(termtext.Strip(text), w)
 	s.thread.lines[id] = cachedLines{n: len(text), lines: lines}
 	return lines
 }

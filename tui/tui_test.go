@@ -209,3 +209,63 @@ func TestToolOutputStaysAfterLaterTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyDoesNotMoveWhenTheTurnEnds draws a Markdown reply while it
+// streams, again once the run has ended, and from the whole log as
+// --resume does: every line of the reply is where it was, drawn as it was,
+// and drawn as Markdown (no ** left).
+func TestReplyDoesNotMoveWhenTheTurnEnds(t *testing.T) {
+	reply := "# Plan\n\nFirst we read the **config**, then we write it back.\n\n1. read `orrery.toml`\n2. change the listen address\n\n```toml\nlisten = \"127.0.0.1:7400\"\n```\n\nThat is all."
+	ev := func(seq uint64, v map[string]any) client.Frame {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.Frame{Seq: seq, Data: b}
+	}
+	start := []client.Frame{
+		ev(1, map[string]any{"type": "RUN_STARTED", "threadId": "ses_md", "runId": "run_1"}),
+		ev(2, map[string]any{"type": "TEXT_MESSAGE_START", "messageId": "msg_1", "role": "assistant"}),
+		ev(3, map[string]any{"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg_1", "delta": reply}),
+	}
+	end := []client.Frame{
+		ev(4, map[string]any{"type": "TEXT_MESSAGE_END", "messageId": "msg_1"}),
+		ev(5, map[string]any{"type": "RUN_FINISHED", "threadId": "ses_md", "runId": "run_1"}),
+	}
+	for _, w := range []int{100, 60} {
+		m, streaming := draw(t, start, w, 40)
+		if msg := m.Push(end...); msg != nil {
+			m.Update(msg)
+		}
+		ended := m.Screen()
+		_, resumed := draw(t, append(append([]client.Frame(nil), start...), end...), w, 40)
+		want := replyLines(resumed)
+		if len(want) == 0 || strings.Contains(resumed, "**") {
+			t.Fatalf("at %d columns the resumed reply is not drawn as Markdown:\n%s", w, resumed)
+		}
+		for name, screen := range map[string]string{"while streaming": streaming, "once ended": ended} {
+			if got := replyLines(screen); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("at %d columns the reply %s\n%s\ndiffers from the resumed one\n%s", w, name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
+	}
+}
+
+// replyLines are the lines of a screen from the reply's heading to its
+// last sentence.
+func replyLines(screen string) []string {
+	lines := strings.Split(screen, "\n")
+	from, to := -1, -1
+	for i, l := range lines {
+		if from < 0 && strings.Contains(l, "Plan") {
+			from = i
+		}
+		if strings.Contains(l, "That is all.") {
+			to = i
+		}
+	}
+	if from < 0 || to < from {
+		return nil
+	}
+	return lines[from : to+1]
+}
