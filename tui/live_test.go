@@ -501,9 +501,10 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 	}
 }
 
-// TestStatusShowsTheRun: while a run is in flight the status line shows
-// how long it has run, its model and its tokens so far (from the usage
-// events its run.send asks for), and the clock goes on between frames.
+// TestStatusShowsTheRun: while a run is in flight the status line shows a
+// spinner that turns, how long it has run, its model and its tokens so far
+// (from the usage events its run.send asks for), and the clock goes on
+// between frames.
 func TestStatusShowsTheRun(t *testing.T) {
 	l := startLive(t, scriptModel(t, "usage.json",
 		map[string]any{"text": []string{"first "}, "tool_calls": []map[string]any{{"name": "echo", "args": map[string]any{"text": "x"}}}, "usage": map[string]any{"inputTokens": 10, "outputTokens": 5}},
@@ -512,9 +513,18 @@ func TestStatusShowsTheRun(t *testing.T) {
 	l.until("an idle session", contains("orrery · ses_", "idle"))
 	l.typeText("count")
 	l.press(keyEnter)
-	l.until("the model and its tokens", contains("· running ", "· 15 tokens · usage.json"))
+	l.until("the model and its tokens", contains(" running ", "· 15 tokens · usage.json"))
+	frames := map[string]bool{}
+	l.until("the spinner turning", func(s string) bool {
+		for _, f := range []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"} {
+			if strings.Contains(s, "· "+f+" running ") {
+				frames[f] = true
+			}
+		}
+		return len(frames) >= 3
+	})
 	l.until("the clock going on", func(s string) bool {
-		return strings.Contains(s, "· running 1s") || strings.Contains(s, "· running 2s")
+		return strings.Contains(s, " running 1s") || strings.Contains(s, " running 2s")
 	})
 	l.until("the run's end", contains("· idle ·"))
 }

@@ -799,7 +799,8 @@ func (m *Model) updateStatus() {
 		state = "waiting for your answer"
 	}
 	if m.scr.running && state == "running" {
-		state = "running " + time.Since(m.runStart).Round(time.Second).String()
+		since := time.Since(m.runStart)
+		state = spinnerFrame(since) + " running " + since.Truncate(time.Second).String()
 		if m.usage.TotalTokens > 0 {
 			state += fmt.Sprintf(" · %d tokens", m.usage.TotalTokens)
 		}
@@ -917,14 +918,26 @@ const usageEvent = "orrery.usage"
 // clockMsg ticks the status line's clock while a run is in flight.
 type clockMsg struct{}
 
-// clock returns the next tick of the status line's clock while a run is in
-// flight and none is due, else nil.
+// spinnerInterval is how often the status line's spinner turns (and its
+// clock is read) while a run is in flight.
+const spinnerInterval = 100 * time.Millisecond
+
+// spinner is the status line's spinner, one frame per spinnerInterval.
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// spinnerFrame is the spinner's frame a run in flight for d shows.
+func spinnerFrame(d time.Duration) string {
+	return spinner[int(d/spinnerInterval)%len(spinner)]
+}
+
+// clock returns the next tick of the status line's spinner and clock while
+// a run is in flight and none is due, else nil.
 func (m *Model) clock() tea.Cmd {
 	if !m.scr.running || m.ticking {
 		return nil
 	}
 	m.ticking = true
-	return tea.Tick(time.Second, func(time.Time) tea.Msg { return clockMsg{} })
+	return tea.Tick(spinnerInterval, func(time.Time) tea.Msg { return clockMsg{} })
 }
 
 // unreachable reports whether err says the kernel could not be reached
