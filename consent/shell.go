@@ -51,10 +51,13 @@ func (r Rules) decideShell(c Call) Verdict {
 		}
 	}
 	var asked, denied *Verdict
-	var allowedBy []string
+	var allowedBy, unmatched []string // unmatched: the parts no rule allows, each once
 	readOnly := false
 	for _, p := range readLine(c.Subject, c.Workspace) {
 		v, rule := rs.judge(p, c.ReadOnly)
+		if v.Decision == Ask && v.Rule == DefaultAsk && !p.denyOnly && !slices.Contains(unmatched, v.Why) {
+			unmatched = append(unmatched, v.Why)
+		}
 		switch {
 		case v.Decision == Deny && !p.whole:
 			return v
@@ -79,6 +82,11 @@ func (r Rules) decideShell(c Call) Verdict {
 	case denied != nil:
 		return *denied
 	case asked != nil:
+		if asked.Rule == DefaultAsk && len(unmatched) > 1 {
+			// Name every part asked about, not the first alone: the one
+			// that matters may come last ("make; rm -rf ./x").
+			asked.Why = unmatchedWhy(unmatched)
+		}
 		return *asked
 	case len(allowedBy) == 0 && !readOnly:
 		return Verdict{Decision: Allow, Rule: DefaultNoCommand}
@@ -90,6 +98,24 @@ func (r Rules) decideShell(c Call) Verdict {
 		v.Rule += "; " + DefaultReadOnly
 	}
 	return v
+}
+
+// unmatchedWhy says that several parts match no allow rule, from each
+// part's own reason (`the part "x" matches no allow rule (note)`), naming
+// at most 8.
+func unmatchedWhy(whys []string) string {
+	const most = 8
+	parts := make([]string, 0, min(len(whys), most))
+	for _, w := range whys[:min(len(whys), most)] {
+		w = strings.TrimPrefix(w, "the part ")
+		w = strings.Replace(w, " matches no allow rule", "", 1)
+		parts = append(parts, w)
+	}
+	list := strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	if len(whys) > most {
+		list = strings.Join(parts, ", ") + fmt.Sprintf(" and %d more", len(whys)-most)
+	}
+	return fmt.Sprintf("the parts %s match no allow rule", list)
 }
 
 // judge decides one part: deny rules first (on the part and its other

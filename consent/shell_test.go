@@ -39,6 +39,9 @@ var shellCases = []struct {
 	{"background list", "git status & id", consent.Ask, "id", "", false},
 	{"command substitution", "git status $(id)", consent.Ask, "id", "", false},
 	{"newline", "git status\nid", consent.Ask, "id", "", false},
+	// Every part asked about is named, the last one too.
+	{"parts asked", "id && whoami; rm -rf ./important", consent.Ask, "id", `the parts "id", "whoami" and "rm -rf ./important" match no allow rule`, true},
+	{"a part asked twice is named once", "id; id", consent.Ask, "id", `the part "id" matches no allow rule`, false},
 	{"denied part after an allowed one", "go test; rm -rf dir", consent.Deny, "rm -rf dir", `deny = ["shell(rm -rf*)"] on the part "rm -rf dir"`, false},
 	// Every part allowed.
 	{"chain of allowed parts", "git status && git status --short", consent.Allow, "", "", false},

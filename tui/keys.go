@@ -101,7 +101,7 @@ func (m *Model) cancelRun(say string) tea.Cmd {
 		return nil
 	}
 	m.cancelSent = true
-	m.notice(say)
+	m.info(say)
 	return m.do("cancel", &protocol.RunCancel{Envelope: protocol.Envelope{T: "run.cancel"}, Session: m.session}, "")
 }
 

@@ -452,7 +452,13 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 	l.press(keyEnter)
 	l.until("the run in flight", contains("tok tok", "running"))
 	l.press(keyEsc)
-	l.until("the run cancelled by Esc", contains("cancelling the run (Esc)", "the run was cancelled", "idle"))
+	if s := l.m.Screen(); !strings.Contains(s, "cancelling the run (Esc)") {
+		t.Errorf("Esc said nothing of the cancel it sent:\n%s", s)
+	}
+	s := l.until("the run cancelled by Esc", contains("the run was cancelled", "idle"))
+	if strings.Contains(s, "cancelling the run") {
+		t.Errorf("the screen still says it is cancelling once the log says cancelled:\n%s", s)
+	}
 
 	l.typeText("a draft worth keeping")
 	_, cmd := l.m.Update(keyCtrlC)
@@ -461,7 +467,7 @@ func TestCtrlCKeepsTheDraft(t *testing.T) {
 			t.Fatal("Ctrl-C with a draft quit; want the draft put away")
 		}
 	}
-	s := l.until("the draft put away", contains("the draft is put away (↑ brings it back)"))
+	s = l.until("the draft put away", contains("the draft is put away (↑ brings it back)"))
 	if strings.Contains(s, "› a draft worth keeping") {
 		t.Errorf("the draft is still in the composer:\n%s", s)
 	}
@@ -575,5 +581,61 @@ func TestPromptKeptWhenTheKernelIsGone(t *testing.T) {
 	s := l.until("the refusal", contains("could not send: the kernel cannot be reached", "the prompt is back in the composer", "· disconnected ·"))
 	if !strings.Contains(s, "› a prompt worth keeping") {
 		t.Errorf("the prompt is not back in the composer:\n%s", s)
+	}
+}
+
+// TestResumeRaisesNoStaleNotices opens a session again from its log: the
+// notices its past raised (a cancel, consent answers) are not raised again,
+// and a failure is shown only while it is the last run's.
+func TestResumeRaisesNoStaleNotices(t *testing.T) {
+	l := startLive(t, scriptModel(t, "past.json",
+		map[string]any{"error": "the provider is overloaded"},
+		map[string]any{"text": toks(5), "hang": true},
+		map[string]any{"error": "the provider is down"},
+	))
+	l.until("an idle session", contains("orrery · ses_", "idle"))
+	id := sessionOf(t, l.m.Screen())
+	l.typeText("one")
+	l.press(keyEnter)
+	l.until("the first failure", contains("the run failed: the provider is overloaded", "idle"))
+
+	// The client of a screen attaches a session once: a second screen
+	// dials its own, as a second orrery --resume does.
+	reopen := func(what string, ok func(string) bool) string {
+		t.Helper()
+		cl, err := client.Dial(context.Background(), "pipe:"+filepath.Join(l.dir, "k.sock"), client.Options{Client: "tui test",
+			Draws: []string{protocol.DrawThread, protocol.DrawTools, protocol.DrawReasoning, protocol.DrawSurfaces, protocol.DrawConsent}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		r := &live{t: t, dir: l.dir, k: l.k, cl: cl, msgs: make(chan tea.Msg, 1024)}
+		r.m = tui.New(tui.Options{Client: cl, Workspace: l.dir, Session: id})
+		r.m.SetSender(func(msg tea.Msg) { r.msgs <- msg })
+		t.Cleanup(func() { r.m.Update(tea.QuitMsg{}) })
+		r.m.Update(tea.WindowSizeMsg{Width: 120, Height: 36})
+		r.run(r.m.Init())
+		return r.until(what, ok)
+	}
+	reopen("the last run's failure, resumed", contains("› one", "the run failed: the provider is overloaded", "idle"))
+
+	l.typeText("two")
+	l.press(keyEnter)
+	l.until("the run in flight", contains("tok tok", "running"))
+	l.press(keyEsc)
+	l.until("the run cancelled", contains("the run was cancelled", "idle"))
+	s := reopen("the second run, resumed", contains("› two", "tok tok", "idle"))
+	for _, stale := range []string{"cancelled", "cancelling", "overloaded"} {
+		if strings.Contains(s, stale) {
+			t.Errorf("the resumed screen raises the past's %q again:\n%s", stale, s)
+		}
+	}
+
+	l.typeText("three")
+	l.press(keyEnter)
+	l.until("the last failure", contains("the run failed: the provider is down", "idle"))
+	s = reopen("the last failure, resumed", contains("› three", "the run failed: the provider is down", "idle"))
+	if strings.Contains(s, "overloaded") {
+		t.Errorf("an earlier run's failure is raised again:\n%s", s)
 	}
 }

@@ -112,7 +112,11 @@ type Model struct {
 	// and usage what its last orrery.usage said: the status line's clock,
 	// model and tokens. ticking is set while a tick of that clock is due.
 	runStart time.Time
-	usage    struct {
+	// history is the attached session's head when it was attached;
+	// replaying is set while a frame up to it is applied.
+	history   uint64
+	replaying bool
+	usage     struct {
 		Model       string `json:"model"`
 		TotalTokens int64  `json:"totalTokens"`
 	}
@@ -190,6 +194,9 @@ type (
 	attachedMsg struct {
 		session string
 		feed    *feed
+		// history is the session's head when it was attached: frames up
+		// to it are the past, replayed.
+		history uint64
 	}
 	// noticeMsg is a line for the person.
 	noticeMsg struct{ text string }
@@ -404,7 +411,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.feed.close()
 		}
 		m.resetSession(msg.session)
-		m.feed = msg.feed
+		m.feed, m.history = msg.feed, msg.history
 		go msg.feed.read(m.ctx, m.send)
 		return m, nil
 	case noticeMsg:
@@ -561,6 +568,7 @@ func (m *Model) apply() {
 		deltas = deltas[:0]
 	}
 	for _, f := range frames {
+		m.replaying = f.Seq != 0 && f.Seq <= m.history
 		ev := f.Event
 		if ev == nil {
 			var err error
@@ -592,12 +600,16 @@ func (m *Model) apply() {
 				m.scr.toolStatus[e.ToolCallID] = o.Status
 			}
 		case *protocol.RunStarted:
+			if m.replaying {
+				m.dropPastNotices() // only the last run's failure is news
+			}
 			m.scr.running, m.runID, m.cancelSent = true, e.RunID, false
 			m.runStart = time.Now()
 			m.usage.Model, m.usage.TotalTokens = "", 0
 		case *protocol.RunFinished:
 			m.runEnded()
 			if e.Outcome != nil && e.Outcome.Type == "cancelled" {
+				m.supersede("cancelling the run")
 				m.info("the run was cancelled")
 			}
 		case *protocol.RunError:
@@ -608,6 +620,7 @@ func (m *Model) apply() {
 		}
 	}
 	flush()
+	m.replaying = false
 	m.scr.messages = m.state.Messages()
 	if docChanged {
 		m.readDoc()
@@ -661,6 +674,7 @@ func (m *Model) custom(e *protocol.Custom) {
 		}
 		if json.Unmarshal(e.Value, &r) == nil && m.scr.consent != nil && m.scr.consent.Request == r.Request {
 			m.scr.consent = nil
+			m.supersede("answered ") // the log's word replaces this screen's
 			m.info("consent " + termtext.StripLine(r.Outcome))
 		}
 	case "orrery.notice":
@@ -746,6 +760,30 @@ type notice struct {
 	text  string
 	level int
 	until time.Time // an info line's end
+	past  bool      // raised by a frame of the replayed log
+}
+
+// supersede removes the notices that start with prefix: what this screen
+// said it was doing, once the log says it is done.
+func (m *Model) supersede(prefix string) {
+	kept := m.scr.notices[:0]
+	for _, n := range m.scr.notices {
+		if !strings.HasPrefix(n.text, prefix) {
+			kept = append(kept, n)
+		}
+	}
+	m.scr.notices = kept
+}
+
+// dropPastNotices removes the notices the replayed log raised.
+func (m *Model) dropPastNotices() {
+	kept := m.scr.notices[:0]
+	for _, n := range m.scr.notices {
+		if !n.past {
+			kept = append(kept, n)
+		}
+	}
+	m.scr.notices = kept
 }
 
 // notice adds a warning: a mistake the person can fix, or a hint.
@@ -758,7 +796,12 @@ func (m *Model) info(s string) { m.addNotice(s, levelInfo) }
 func (m *Model) fail(s string) { m.addNotice(s, levelError) }
 
 func (m *Model) addNotice(s string, level int) {
-	n := notice{text: s, level: level}
+	if m.replaying && level != levelError {
+		// The past's info and warnings were for then; its errors stay
+		// until a later run of the past (dropPastNotices) or a dismissal.
+		return
+	}
+	n := notice{text: s, level: level, past: m.replaying}
 	if level == levelInfo {
 		n.until = time.Now().Add(infoFor)
 		m.expiring = true
@@ -834,12 +877,19 @@ func (m *Model) attachCmd(session string) tea.Cmd {
 	return func() tea.Msg {
 		since := uint64(0)
 		sctx, cancel := context.WithCancel(ctx)
+		// The head before attaching tells the past from what happens now,
+		// so that replaying the log raises no stale notices. Without it
+		// (an old kernel) every frame counts as new.
+		var history uint64
+		if r, err := cl.Read(sctx, session, 0, 1); err == nil {
+			history = r.Head
+		}
 		st, err := cl.Attach(sctx, session, &since)
 		if err != nil {
 			cancel()
 			return noticeMsg{"could not open session " + session + ": " + termtext.StripLine(err.Error())}
 		}
-		return attachedMsg{session: session, feed: &feed{gen: nextGen(), stream: st, cancel: cancel}}
+		return attachedMsg{session: session, feed: &feed{gen: nextGen(), stream: st, cancel: cancel}, history: history}
 	}
 }
 

@@ -397,26 +397,40 @@ func (s *screen) drawConsent(w int) []string {
 			out = append(out, styleDim.Render(fit(r, w)))
 		}
 	}
-	var opts []string
+	// The choices, then the keys, each whole on a row: a row breaks
+	// between them, never inside one, so the highlighted choice is always
+	// drawn whole, in reverse.
+	units := make([]string, 0, len(c.Options)+1)
 	for i, o := range c.Options {
 		label := "[" + strconv.Itoa(i+1) + "] " + termtext.StripLine(o.Label)
 		if i == s.consentChoice {
-			label = "❯ " + label
+			label = hostConsent.Render("❯ " + label)
 		} else {
 			label = "  " + label
 		}
-		opts = append(opts, label)
+		units = append(units, label)
 	}
-	line := "  " + strings.Join(opts, "  ") + "   ←/→ Enter · Esc denies"
-	for _, r := range wrap(line, w) {
-		// The highlighted choice in reverse, wherever the row breaks.
-		if i := strings.Index(r, "❯ "); i >= 0 && s.consentChoice < len(c.Options) {
-			label := "❯ [" + strconv.Itoa(s.consentChoice+1) + "] " + termtext.StripLine(c.Options[s.consentChoice].Label)
-			if j := strings.Index(r[i:], label); j == 0 {
-				r = r[:i] + hostConsent.Render(label) + r[i+len(label):]
-			}
+	units = append(units, " ←/→ Enter · Esc denies")
+	row := " "
+	for _, u := range units {
+		if width(row) > 1 && width(row)+2+width(u) > w {
+			out = append(out, row)
+			row = " "
 		}
-		out = append(out, r)
+		if width(row) > 1 {
+			row += "  "
+		}
+		if width(row)+width(u) > w {
+			for _, r := range wrap(u, w-1) {
+				out = append(out, " "+r)
+			}
+			row = " "
+			continue
+		}
+		row += u
+	}
+	if width(row) > 1 {
+		out = append(out, row)
 	}
 	if s.consentNudge {
 		out = append(out, styleNotice.Render(fit("   answer this first: the composer waits, and your draft is kept", w)))
