@@ -119,6 +119,11 @@ func (e *Error) Error() string { return e.Message }
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrNoAPIKey is wrapped by a provider's constructor when the key it needs
+// is not set: the spec is right, and only the environment lacks the key
+// (orrery config validate warns of it rather than refusing the file).
+var ErrNoAPIKey = errors.New("no API key is set")
+
 // ErrStopped is returned by a Turn whose run has ended (cancelled, or
 // finished elsewhere); the loop stops quietly on it.
 var ErrStopped = errors.New("run stopped")

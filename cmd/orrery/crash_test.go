@@ -45,6 +45,7 @@ func TestBinary(t *testing.T) {
 	t.Run("ClientFullDisk", func(t *testing.T) { t.Parallel(); testClientFullDisk(t, bin) })
 	t.Run("DeepDataDir", func(t *testing.T) { t.Parallel(); testDeepDataDir(t, bin) })
 	t.Run("Readme", func(t *testing.T) { t.Parallel(); testReadme(t, bin) })
+	t.Run("Docs", func(t *testing.T) { t.Parallel(); testDocs(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/client"
 	"github.com/getorrery/orrery/config"
@@ -186,7 +187,11 @@ func (c *configCmd) Run(ctx context.Context, args []string) error {
 	// What only the commands would find: the default model (or agent),
 	// and the store kind.
 	resolver := &models.Resolver{Aliases: cfg.Models, Getenv: c.env.getenv, Logger: newLogger(c.env, slog.LevelError)}
-	if _, err := newACPAgents(cfg, resolver.Logger, resolver.Resolve).resolve(cfg.Agent.Model); err != nil {
+	var warnings []string
+	if _, err := newACPAgents(cfg, resolver.Logger, resolver.Resolve).resolve(cfg.Agent.Model); errors.Is(err, agent.ErrNoAPIKey) {
+		// A right spec whose key this shell lacks: the server's may have it.
+		warnings = append(warnings, fmt.Sprintf("agent.model %q: %v", cfg.Agent.Model, err))
+	} else if err != nil {
 		return &exitCodeError{code: exitError, err: fmt.Errorf("agent.model %q: %w", cfg.Agent.Model, err)}
 	}
 	if !slices.Contains(storeKinds.Names(), cfg.Store.Kind) {
@@ -197,6 +202,9 @@ func (c *configCmd) Run(ctx context.Context, args []string) error {
 		src = "built-in defaults (no config file)"
 	}
 	fmt.Fprintf(c.env.stdout, "config OK: %s\n", src)
+	for _, w := range warnings {
+		fmt.Fprintf(c.env.stderr, "warning: %s\n", w)
+	}
 	for _, v := range config.Env {
 		if val := c.env.getenv(v.Name); val != "" {
 			fmt.Fprintf(c.env.stdout, "  %s=%s sets %s\n", v.Name, val, v.Sets)

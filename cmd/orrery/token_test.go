@@ -130,3 +130,19 @@ func TestConfigValidateResolves(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigValidateWarnsOfAMissingKey: a model spec that is right but
+// whose API key this shell lacks (the server's environment may have it)
+// passes config validate, with a warning that says which key to set.
+func TestConfigValidateWarnsOfAMissingKey(t *testing.T) {
+	for _, model := range []string{"anthropic:claude-sonnet-4-5", "openai:gpt-5"} {
+		path := filepath.Join(t.TempDir(), "orrery.toml")
+		if err := os.WriteFile(path, []byte("[agent]\nmodel = \""+model+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := cli(t, "config", "validate", "--config", path)
+		if code != exitOK || !strings.Contains(stdout, "config OK") || !strings.Contains(stderr, "warning: agent.model") || !strings.Contains(stderr, "_API_KEY") {
+			t.Errorf("config validate of %s with no key = %d, stdout %q, stderr %q; want OK and a warning naming the key", model, code, stdout, stderr)
+		}
+	}
+}

@@ -101,7 +101,8 @@ type Provider struct {
 // New returns a Provider for cfg, or an error that says what to set.
 func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey == "" && cfg.BaseURL == "" {
-		return nil, fmt.Errorf("the anthropic model needs an API key: set %s, or choose --model offline, which works without a key", KeyEnv)
+		return nil, &agent.Error{Code: CodeAuth, Err: agent.ErrNoAPIKey,
+			Message: fmt.Sprintf("the anthropic model needs an API key: set %s, or choose --model offline, which works without a key", KeyEnv)}
 	}
 	p := &Provider{
 		model:      cfg.Model,

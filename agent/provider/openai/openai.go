@@ -96,7 +96,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	openAI := strings.EqualFold(u.Hostname(), "api.openai.com")
 	if openAI && cfg.APIKey == "" {
-		return nil, &agent.Error{Code: CodeAuth,
+		return nil, &agent.Error{Code: CodeAuth, Err: agent.ErrNoAPIKey,
 			Message: "no OpenAI API key is set: set OPENAI_API_KEY, or choose --model offline, which works without a key"}
 	}
 	retries := cfg.MaxRetries
