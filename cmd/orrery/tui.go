@@ -97,7 +97,7 @@ func (c *tuiCmd) Run(ctx context.Context, args []string) error {
 	// and frames, and its hello declares what the TUI draws for every
 	// request (POST /control would not carry draws, so consent answers
 	// would be refused).
-	copts := client.Options{Token: c.token, Client: "orrery tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log, Transport: client.TransportWS}
+	copts := client.Options{Token: c.token, Client: "orrery-tui", Draws: draws, DataDir: cfg.Store.Data, Logger: log, Transport: client.TransportWS}
 	if copts.HTTPClient, err = httpClient(c.caCert); err != nil {
 		return err
 	}
