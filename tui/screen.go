@@ -362,6 +362,29 @@ func (s *screen) drawNodeFresh(n *node, w, h, cur int, e *edit) []string {
 // longer one scrolls with ↑/↓.
 const maxConsentRows = 8
 
+const (
+	underlineOn  = "\x1b[4m"
+	underlineOff = "\x1b[24m"
+)
+
+// carryUnderline ends the underline at the end of a row that opened it and
+// opens it again at the start of the next, so that each row stands alone.
+func carryUnderline(rows []string) []string {
+	on := false
+	for i, r := range rows {
+		if on {
+			r = underlineOn + r
+		}
+		if a, b := strings.LastIndex(r, underlineOn), strings.LastIndex(r, underlineOff); a > b {
+			on, r = true, r+underlineOff
+		} else {
+			on = false
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
 // drawConsent draws the pending consent request in the host's own style:
 // a reversed banner the full width of the screen, never inside a box. The
 // whole subject is shown, wrapped, never cut (a long one scrolls), and so
@@ -375,7 +398,16 @@ func (s *screen) drawConsent(w int) []string {
 	if c.Subject != "" {
 		what += "(" + termtext.StripLine(c.Subject) + ")"
 	}
-	rows := wrap(" ⚠ CONSENT · orrery asks: allow "+what+"?", w)
+	head := " ⚠ CONSENT · orrery asks: allow "
+	text := head + what + "?"
+	if p := termtext.StripLine(c.Part); p != "" {
+		// The part that decided is underlined, wherever the rows break.
+		if i := strings.Index(text[len(head):], p); i >= 0 {
+			i += len(head)
+			text = text[:i] + underlineOn + p + underlineOff + text[i+len(p):]
+		}
+	}
+	rows := carryUnderline(wrap(text, w))
 	var out []string
 	if len(rows) > maxConsentRows {
 		first := min(max(0, s.consentScroll), len(rows)-maxConsentRows)

@@ -269,3 +269,49 @@ func replyLines(screen string) []string {
 	}
 	return lines[from : to+1]
 }
+
+// TestConsentUnderlinesThePart: the part of a shell line that made the
+// gate ask is underlined in the request, also where it breaks across rows,
+// and every other word is drawn plain.
+func TestConsentUnderlinesThePart(t *testing.T) {
+	ev := func(seq uint64, v map[string]any) client.Frame {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.Frame{Seq: seq, Data: b}
+	}
+	subject := "echo hi && echo again and again and again; rm -rf ./important"
+	fs := []client.Frame{
+		ev(1, map[string]any{"type": "RUN_STARTED", "threadId": "s", "runId": "r"}),
+		ev(2, map[string]any{"type": "CUSTOM", "name": "orrery.consent.requested", "value": map[string]any{
+			"request": "q1", "tool": "shell", "subject": subject, "part": "rm -rf ./important",
+			"rule":    `the part "rm -rf ./important" matches no allow rule`,
+			"options": []map[string]any{{"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"}}}}),
+	}
+	for _, w := range []int{120, 50} {
+		m, screen := draw(t, fs, w, 20)
+		if !strings.Contains(strings.Join(strings.Fields(screen), " "), "allow shell(echo hi && echo again and again and again; rm -rf ./important)?") {
+			t.Errorf("at %d columns the request is not whole:\n%s", w, screen)
+		}
+		var under strings.Builder
+		for _, l := range strings.Split(m.View().Content, "\n") {
+			for rest := l; ; {
+				i := strings.Index(rest, "\x1b[4m")
+				if i < 0 {
+					break
+				}
+				rest = rest[i+len("\x1b[4m"):]
+				j := strings.Index(rest, "\x1b[24m")
+				if j < 0 {
+					t.Fatalf("at %d columns a row opens the underline and never closes it: %q", w, l)
+				}
+				under.WriteString(rest[:j] + " ")
+				rest = rest[j:]
+			}
+		}
+		if got := strings.Join(strings.Fields(under.String()), " "); got != "rm -rf ./important" {
+			t.Errorf("at %d columns the underlined text is %q, want the part %q", w, got, "rm -rf ./important")
+		}
+	}
+}
