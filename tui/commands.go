@@ -28,7 +28,8 @@ const helpText = `/ui                          list what is placed: id, placemen
 F6 focuses the panes; Esc, x or Delete dismisses the focused surface on this screen
 on a focused form: Tab moves between fields, type to edit, Space toggles, ←/→ choose, Enter submits
 on a focused question: 1-9 or Space pick, type on the > row, Enter sends
-Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C puts a draft away, then cancels, then twice quits; Ctrl-D on an empty line quits`
+Enter sends (steers while a run is in flight); Ctrl-J adds a line; Ctrl-C puts a draft away, then cancels, then twice quits; Ctrl-D on an empty line quits
+Ctrl-O shows tool calls whole (their output and arguments) or folds them to 8 lines again; Esc interrupts a run or denies a question`
 
 // commandsEvent is the CUSTOM event that carries the slash commands the
 // session's agent advertises (an ACP agent's available_commands_update):

@@ -52,6 +52,15 @@ func (m *Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case "f6":
 		m.cycleFocus()
 		return m, nil
+	case "ctrl+o":
+		// Folding is the person's choice, the same live and on replay.
+		m.scr.expanded = !m.scr.expanded
+		if m.scr.expanded {
+			m.info("tool calls shown whole (Ctrl-O folds them to 8 lines)")
+		} else {
+			m.info("tool calls folded to 8 lines (Ctrl-O shows them whole)")
+		}
+		return m, nil
 	case "pgup":
 		m.scr.scroll += max(1, m.scr.height/2)
 		return m, nil

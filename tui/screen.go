@@ -36,6 +36,8 @@ type screen struct {
 	width, height int
 
 	messages []protocol.Message
+	// expanded shows every tool call whole rather than folded (Ctrl-O).
+	expanded bool
 	nodes    []*node
 	surfaces map[string]json.RawMessage // this turn's surfaces, by id
 	// kept are earlier turns' surfaces, by tool call id: what a call
@@ -628,24 +630,45 @@ func (s *screen) toolMark(id string, done bool) string {
 	return "– no result"
 }
 
+// foldedLines is how many lines a tool call's output takes while folded.
+const foldedLines = 8
+
+// expandedLines bounds a tool call's output shown whole (Ctrl-O).
+const expandedLines = 2000
+
 // toolCallLines draws a tool call and its result: the surface that shows
-// it (a shell's streamed output) or the result's text, at most 8 lines.
+// it (a shell's streamed output) or the result's text, at most foldedLines
+// lines with its arguments on one line, or (expanded, Ctrl-O) whole.
 func (s *screen) toolCallLines(c protocol.ToolCall, results map[string]string, w int) []string {
 	args := termtext.StripLine(c.Function.Arguments)
 	_, done := results[c.ID]
-	out := []string{clip("⚙ "+styleBold.Render(termtext.StripLine(c.Function.Name))+" "+s.toolMark(c.ID, done)+" "+styleDim.Render(args), w)}
+	head := "⚙ " + styleBold.Render(termtext.StripLine(c.Function.Name)) + " " + s.toolMark(c.ID, done) + " "
+	var out []string
+	if s.expanded {
+		out = wrap(head+styleDim.Render(args), w)
+	} else {
+		out = []string{clip(head+styleDim.Render(args), w)}
+	}
+	height := foldedLines
+	if s.expanded {
+		height = expandedLines
+	}
 	var body []string
 	sf, ok := s.surfaces[c.ID]
 	if !ok {
 		sf, ok = s.kept[c.ID]
 	}
 	if ok {
-		body = renderSurface(sf, renderOpts{width: w - 4, height: 8, cursor: -1, md: s.md})
+		body = renderSurface(sf, renderOpts{width: w - 4, height: height, cursor: -1, md: s.md})
 	} else if r, ok := results[c.ID]; ok {
 		body = wrap(termtext.Strip(r), w-4)
 	}
-	if len(body) > 8 {
-		body = append(body[:7], styleDim.Render(fmt.Sprintf("… %d more lines", len(body)-7)))
+	if len(body) > height {
+		hint := "Ctrl-O shows all"
+		if s.expanded {
+			hint = "too long to show whole"
+		}
+		body = append(body[:height-1], styleDim.Render(fmt.Sprintf("… %d more lines (%s)", len(body)-height+1, hint)))
 	}
 	for _, l := range body {
 		out = append(out, "  │ "+l)

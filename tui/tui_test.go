@@ -315,3 +315,61 @@ func TestConsentUnderlinesThePart(t *testing.T) {
 		}
 	}
 }
+
+// TestCtrlOShowsToolCallsWhole: a command's 30 lines of output are folded
+// to its last lines by default, live and on replay alike; Ctrl-O shows
+// them whole (and the arguments unclipped), and a second Ctrl-O folds
+// them again.
+func TestCtrlOShowsToolCallsWhole(t *testing.T) {
+	ws := t.TempDir()
+	k := newKernel(t, func(c *kernel.Config) {
+		c.Tools, c.Workspace = tool.NewSet(tool.Coding(tool.Shell{})...), tool.Workspace{Root: ws}
+	})
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(context.Background(), kernel.SendInput{Text: "run `seq 30`", Permissions: &kernel.RunPermissions{Yes: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); s.Running(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not end")
+		}
+	}
+	m, folded := draw(t, frames(t, s, "RUN_FINISHED"), 100, 80)
+	lines := func(screen string) (n int) {
+		for _, l := range strings.Split(screen, "\n") {
+			if strings.Contains(l, "│ ") {
+				n++
+			}
+		}
+		return n
+	}
+	hasLine := func(screen, want string) bool {
+		for _, l := range strings.Split(screen, "\n") {
+			if strings.TrimSpace(l) == want {
+				return true
+			}
+		}
+		return false
+	}
+	if !hasLine(folded, "│ 30") || hasLine(folded, "│ 1") || lines(folded) > 8 {
+		t.Fatalf("folded, the output is not its last lines (at most 8):\n%s", folded)
+	}
+	ctrlO := tea.KeyPressMsg{Code: 'o', Mod: tea.ModCtrl}
+	m.Update(ctrlO)
+	whole := m.Screen()
+	for _, want := range []string{"│ 1", "│ 15", "│ 30"} {
+		if !hasLine(whole, want) {
+			t.Errorf("after Ctrl-O the screen lacks %q:\n%s", want, whole)
+		}
+	}
+	if !strings.Contains(whole, "shown whole") {
+		t.Errorf("Ctrl-O said nothing:\n%s", whole)
+	}
+	m.Update(ctrlO)
+	if again := m.Screen(); lines(again) > 8 || !hasLine(again, "│ 30") || hasLine(again, "│ 1") {
+		t.Errorf("a second Ctrl-O did not fold the output again:\n%s", again)
+	}
+}
