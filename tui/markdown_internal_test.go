@@ -127,3 +127,21 @@ func TestStreamedReplyDoesNotJump(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapCommandKeepsFlags: a command line wraps at spaces only, at every
+// width its longest word fits: no row ends in a hyphen cut from its flag,
+// and no word is lost.
+func TestWrapCommandKeepsFlags(t *testing.T) {
+	text := `asked because the parts "make -j8", "rm -rf ./important" and "git push --force-with-lease" match no allow rule`
+	for w := len(`--force-with-lease"`); w <= 80; w++ {
+		rows := wrapCommand(text, w)
+		for _, r := range rows {
+			if strings.HasSuffix(strings.TrimSpace(r), "-") {
+				t.Errorf("at %d columns a row ends in a cut hyphen: %q", w, r)
+			}
+		}
+		if got := strings.Join(strings.Fields(strings.Join(rows, " ")), " "); got != text {
+			t.Errorf("at %d columns the words are %q, want %q", w, got, text)
+		}
+	}
+}

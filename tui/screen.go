@@ -409,7 +409,7 @@ func (s *screen) drawConsent(w int) []string {
 			text = text[:i] + underlineOn + p + underlineOff + text[i+len(p):]
 		}
 	}
-	rows := carryUnderline(wrap(text, w))
+	rows := carryUnderline(wrapCommand(text, w))
 	var out []string
 	if len(rows) > maxConsentRows {
 		first := min(max(0, s.consentScroll), len(rows)-maxConsentRows)
@@ -427,7 +427,7 @@ func (s *screen) drawConsent(w int) []string {
 		if c.Part != "" {
 			because = "   asked because " // the rule is a sentence naming the part
 		}
-		for _, r := range wrap(because+termtext.StripLine(c.Rule), w) {
+		for _, r := range wrapCommand(because+termtext.StripLine(c.Rule), w) {
 			out = append(out, styleDim.Render(fit(r, w)))
 		}
 	}

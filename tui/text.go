@@ -59,7 +59,27 @@ func clip(s string, w int) string {
 // wrap breaks text (already sanitized; it may carry SGR) into lines of at
 // most w cells, at spaces where it can and inside words where it must.
 // Tabs become spaces.
-func wrap(text string, w int) []string {
+func wrap(text string, w int) []string { return wrapAt(text, w, " -") }
+
+// wrapCommand is wrap for a command line: it breaks at spaces only, never
+// after a hyphen, so that "rm -rf" is not drawn as "rm -" and "rf". (The
+// wrapper always breaks after a hyphen: each one stands in for a private
+// character of the same width while the lines are cut.)
+func wrapCommand(text string, w int) []string {
+	const hyphen = "\uE000"
+	if strings.Contains(text, hyphen) {
+		return wrapAt(text, w, "")
+	}
+	lines := wrapAt(strings.ReplaceAll(text, "-", hyphen), w, "")
+	for i, l := range lines {
+		lines[i] = strings.ReplaceAll(l, hyphen, "-")
+	}
+	return lines
+}
+
+// wrapAt is wrap with the characters besides spaces after which a line may
+// break.
+func wrapAt(text string, w int, breakpoints string) []string {
 	if w < 1 {
 		w = 1
 	}
@@ -70,7 +90,7 @@ func wrap(text string, w int) []string {
 			out = append(out, line)
 			continue
 		}
-		wrapped := ansi.Wrap(line, w, " -")
+		wrapped := ansi.Wrap(line, w, breakpoints)
 		out = append(out, strings.Split(wrapped, "\n")...)
 	}
 	return out

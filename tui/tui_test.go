@@ -294,6 +294,11 @@ func TestConsentUnderlinesThePart(t *testing.T) {
 		if !strings.Contains(strings.Join(strings.Fields(screen), " "), "allow shell(echo hi && echo again and again and again; rm -rf ./important)?") {
 			t.Errorf("at %d columns the request is not whole:\n%s", w, screen)
 		}
+		for _, l := range strings.Split(screen, "\n") {
+			if strings.HasSuffix(strings.TrimSpace(l), "-") {
+				t.Errorf("at %d columns a row of the request breaks after a hyphen (rm - / rf): %q", w, l)
+			}
+		}
 		var under strings.Builder
 		for _, l := range strings.Split(m.View().Content, "\n") {
 			for rest := l; ; {
