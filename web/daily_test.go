@@ -343,3 +343,33 @@ func TestToolOutputSurvivesReload(t *testing.T) {
 	}
 	screenshot(t, ctx, "output-after-reload", "after a reload: the write's diff and the command's output as they were shown live")
 }
+
+// TestFoldingIsThePersonsChoice: a command's call is open while it runs
+// and shows its output; folded by a click while the output still streams,
+// it stays folded through every later delta and the result; a click opens
+// it again; after a reload it is drawn by the same default as live.
+func TestFoldingIsThePersonsChoice(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	prompt(t, ctx, "run `for i in 1 2 3 4 5 6; do echo step $i; sleep 0.3; done`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	until(t, ctx, "the output streams in an open call", `(() => { const d = document.querySelector("details.tool"); return d && d.open && d.textContent.includes("step 1"); })()`)
+	run(t, ctx, "fold it", chromedp.Click(chromedp.CSS("details.tool > summary")))
+	until(t, ctx, "the run has ended", `window.orrery.view.runId === "" && document.querySelector("details.tool").textContent.includes("step 6")`)
+	if open := evalJS[bool](t, ctx, `document.querySelector("details.tool").open`); open {
+		t.Fatal("the call folded by a click while it ran was opened again by a later delta or its result")
+	}
+	run(t, ctx, "open it again", chromedp.Click(chromedp.CSS("details.tool > summary")))
+	prompt(t, ctx, "hello")
+	until(t, ctx, "the next run has ended", `document.querySelectorAll(".msg.user").length === 2 && window.orrery.view.runId === ""`)
+	if open := evalJS[bool](t, ctx, `document.querySelector("details.tool").open`); !open {
+		t.Error("the call opened again by a click is folded")
+	}
+	run(t, ctx, "reload the page", chromedp.Navigate(r.http.URL+"/#session="+session), chromedp.Reload())
+	until(t, ctx, "the reloaded page is live", `document.getElementById("conn").dataset.state === "live" && document.querySelectorAll(".msg.user").length === 2`)
+	if open := evalJS[bool](t, ctx, `document.querySelector("details.tool").open`); !open {
+		t.Error("after a reload the call with output is folded; live, its default was open")
+	}
+}

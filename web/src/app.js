@@ -469,8 +469,13 @@ function drawTool(it) {
   const status = it.outcome?.status || (it.result === null ? 'running' : 'ok');
   const glyph = { ok: '✓', error: '✗', denied: '⊘', cancelled: '⊘', interrupted: '✗', unfinished: '✗', running: '◐' }[status] || '•';
   const d = el('details', `tool tool-${status}`);
-  d.open = status === 'running' || Boolean(it.surface?.kind && ['stream', 'diff'].includes(it.surface.kind.t));
-  d.append(el('summary', '', el('span', 'tool-status', `${glyph} ${status}`), ' ', el('code', 'tool-name', it.name || 'tool')));
+  // Open by default while it runs or when it shows output or a diff, live
+  // and on replay alike; once the person opens or folds it, their choice
+  // holds through every redraw (a delta, the result).
+  d.open = it.userOpen ?? (status === 'running' || Boolean(it.surface?.kind && ['stream', 'diff'].includes(it.surface.kind.t)));
+  const summary = el('summary', '', el('span', 'tool-status', `${glyph} ${status}`), ' ', el('code', 'tool-name', it.name || 'tool'));
+  summary.addEventListener('click', () => { it.userOpen = !d.open; }); // a click (or Enter, Space) toggles after this
+  d.append(summary);
   if (it.args) d.append(el('div', 'label', 'Arguments'), el('pre', 'tool-args', prettyArgs(it.args)));
   if (it.surface?.kind) {
     d.append(el('div', 'label', 'Output'), el('div', 'tool-surface', drawKind(it.surface.kind)));
