@@ -373,3 +373,25 @@ func TestFoldingIsThePersonsChoice(t *testing.T) {
 		t.Error("after a reload the call with output is folded; live, its default was open")
 	}
 }
+
+// TestReloadMidRun reloads the page while a command streams its output:
+// the reloaded page shows the output so far and the call running, then
+// follows the rest of the stream live to the command's end.
+func TestReloadMidRun(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	ctx := browser(t, 1280, 800)
+	session := openNewSession(t, ctx, r.http.URL)
+	prompt(t, ctx, "run `for i in 1 2 3 4 5 6 7 8; do echo step $i; sleep 0.3; done`")
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	until(t, ctx, "the output streams", `(document.querySelector(".tool .k-stream")?.textContent || "").includes("step 2")`)
+	run(t, ctx, "reload the page mid-run", chromedp.Navigate(r.http.URL+"/#session="+session), chromedp.Reload())
+	until(t, ctx, "the reloaded page shows the output so far, still running", `document.getElementById("conn").dataset.state === "live" &&
+		(document.querySelector(".tool .k-stream")?.textContent || "").includes("step 2") &&
+		[...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "◐ running")`)
+	until(t, ctx, "the rest of the output, live, to the end", `window.orrery.view.runId === "" && [...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "✓ ok")`)
+	want := "step 1\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nstep 7\nstep 8\n"
+	if got := evalJS[string](t, ctx, `document.querySelector(".tool .k-stream").textContent`); got != want {
+		t.Errorf("after a reload mid-run the output is %q, want %q", got, want)
+	}
+}
