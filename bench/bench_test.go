@@ -19,6 +19,7 @@ import (
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/metrics"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store"
@@ -57,20 +58,24 @@ type rig struct {
 	http  *httptest.Server
 }
 
-func newRig(b *testing.B, p agent.Provider) *rig {
+func newRig(b *testing.B, p agent.Provider, opts ...func(*kernel.Config)) *rig {
 	b.Helper()
 	st, err := sqlite.Open(filepath.Join(b.TempDir(), "orrery.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	k := kernel.New(kernel.Config{
+	kc := kernel.Config{
 		Store:        st,
 		Models:       func(string) (agent.Provider, error) { return p, nil },
 		DefaultModel: "bench",
 		Tools:        tool.Builtins(),
 		QueueFrames:  1 << 20,
 		Logger:       quiet,
-	})
+	}
+	for _, o := range opts {
+		o(&kc)
+	}
+	k := kernel.New(kc)
 	if err := k.Open(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -130,8 +135,22 @@ func (r *sseReader) next() (uint64, error) {
 // as fast as it can, each delta sequenced, encoded, group-committed to
 // SQLite and published. One op is one frame.
 func BenchmarkAppend(b *testing.B) {
+	// With metrics (as orrery serve runs) and without, in one run: the
+	// ratio of the two is the metrics' cost on the write path.
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
+			var opts []func(*kernel.Config)
+			if on {
+				opts = append(opts, func(c *kernel.Config) { c.Observer = metrics.New() })
+			}
+			benchAppend(b, opts...)
+		})
+	}
+}
+
+func benchAppend(b *testing.B, opts ...func(*kernel.Config)) {
 	f := &feed{deltas: make(chan string, 1024)}
-	r := newRig(b, f)
+	r := newRig(b, f, opts...)
 	ctx := context.Background()
 	s, err := r.k.CreateSession(ctx, kernel.SessionOptions{ID: "append"})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/getorrery/orrery/store"
 )
@@ -192,7 +193,15 @@ func (c *committer) commitQueued() {
 		c.carry = 0
 	}
 	if len(frames) > 0 || cost != 0 {
+		var start time.Time
+		obs := c.s.k.cfg.Observer
+		if obs != nil {
+			start = time.Now()
+		}
 		err := c.s.k.cfg.Store.Append(context.Background(), store.Batch{Session: c.s.id, Frames: frames, CostDelta: cost})
+		if obs != nil {
+			obs.Appended(c.s.id, frames, time.Since(start), err)
+		}
 		if err != nil {
 			c.failed = true
 			c.carry += cost

@@ -69,6 +69,7 @@ type failure struct{ err error }
 func (s *Session) storeFailed(err error) {
 	s.k.log.Error("session store failed; the session refuses writes until the store takes an append again", "session", s.id, "err", err)
 	s.failed.Store(&failure{err})
+	s.lastFault.Store(&failure{err})
 	s.broken.Store(true)
 	go func() { _ = s.do(context.Background(), func() { s.takeFailure() }) }()
 }

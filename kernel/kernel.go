@@ -76,6 +76,9 @@ type Config struct {
 	UnsavedFrames int
 	// Logger receives the kernel's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, is told of every append a session makes (package
+	// metrics counts them); nil costs nothing.
+	Observer Observer
 	// DebugActor makes every access to a session's owned state check that
 	// it happens on the session's goroutine. Tests turn it on.
 	DebugActor bool

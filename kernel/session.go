@@ -36,8 +36,11 @@ type Session struct {
 	// again; failed is the failure the committer reported and the actor has
 	// not yet dealt with (kernel/fault.go).
 	broken atomic.Bool
-	failed atomic.Pointer[failure]
-	gid    atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
+	// lastFault is the store error that made the session broken (for
+	// Kernel.Ready); it is left as it was once the session works again.
+	lastFault atomic.Pointer[failure]
+	failed    atomic.Pointer[failure]
+	gid       atomic.Uint64 // the actor goroutine's id, when Config.DebugActor
 
 	// lifeMu guards act and unloaded. do holds it read-locked while it
 	// hands work to the actor, so an unload, which takes it with TryLock,

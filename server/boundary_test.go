@@ -101,6 +101,8 @@ func everyRoute(session string) []bReq {
 		{method: "GET", path: "/"},
 		{method: "GET", path: "/assets/app.js"},
 		{method: "GET", path: "/healthz"},
+		{method: "GET", path: "/readyz"},
+		{method: "GET", path: "/metrics"},
 		{method: "POST", path: "/auth", hdr: jsonHdr(), body: `{"token":"orr_x_y"}`},
 		{method: "DELETE", path: "/auth"},
 		{method: "OPTIONS", path: "/control", hdr: http.Header{"Access-Control-Request-Method": {"POST"}}},
@@ -283,7 +285,7 @@ func TestBoundaryFetchSite(t *testing.T) {
 			}
 			q.hdr.Set("Sec-Fetch-Site", site)
 			want := http.StatusForbidden
-			if q.method == "GET" && (q.path == "/" || q.path == "/assets/app.js" || q.path == "/healthz") {
+			if q.method == "GET" && (q.path == "/" || q.path == "/assets/app.js" || q.path == "/healthz" || q.path == "/readyz") {
 				want = http.StatusOK
 			}
 			t.Run(site+" "+q.method+" "+q.path, func(t *testing.T) {

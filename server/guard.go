@@ -303,7 +303,7 @@ func (g *guard) admit(r *http.Request) (peer, *refusal) {
 			"pages from %s may not call this server: a page may call it only from its own origin or one listed in [server] allowed_origins", quoteOrigin(origin))}
 	}
 	site := r.Header.Get("Sec-Fetch-Site")
-	if kind == originNone && (site == "cross-site" || site == "same-site") && !isPage(r) && r.URL.Path != "/healthz" {
+	if kind == originNone && (site == "cross-site" || site == "same-site") && !isPage(r) && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
 		return peer{}, &refusal{http.StatusForbidden, "a page on another site may not reach " + r.URL.Path + ": open the web client this server serves at /"}
 	}
 	p := peer{local: auth.IsLocalProgram(r), browser: kind != originNone || (site != "" && site != "none")}

@@ -37,6 +37,9 @@ const DefaultKeepAlive = 15 * time.Second
 // Config is what a Server is built from. Kernel is required.
 type Config struct {
 	Kernel *kernel.Kernel
+	// Metrics serves GET /metrics (package metrics); nil leaves the route
+	// answering that metrics are off.
+	Metrics http.Handler
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// KeepAlive is how long a stream may stay silent before a ": keepalive"
@@ -236,6 +239,8 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /events", s.handleEvents)
 	s.mux.HandleFunc("POST /control", s.handleControl)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("GET /ws", s.handleWS)
 	page := web.New()
 	s.mux.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -297,7 +302,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !p.local && p.token == "" && r.URL.Path != "/healthz" && r.URL.Path != "/ws" && r.URL.Path != "/auth" && !isPage(r) {
+	if !p.local && p.token == "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && r.URL.Path != "/ws" && r.URL.Path != "/auth" && !isPage(r) {
 		s.unauthorized(w, r, auth.ErrNoToken)
 		return
 	}
@@ -368,8 +373,29 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": orrery.Version})
 }
 
+// handleReady is GET /readyz: 200 while the kernel can take work, else 503
+// with why (kernel.Ready), for a load balancer or an orchestrator to stop
+// sending requests here. /healthz only says the process answers.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if err := s.k.Ready(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// handleMetrics is GET /metrics: the Prometheus text format. Off this
+// machine it needs a token, as every route but /healthz and /readyz does.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		writeError(w, http.StatusNotFound, "metrics are off in this server: the kernel was started without them")
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
+}
+
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
-	allow := map[string]string{"/run": "POST", "/control": "POST", "/events": "GET, HEAD", "/healthz": "GET, HEAD", "/ws": "GET"}
+	allow := map[string]string{"/run": "POST", "/control": "POST", "/events": "GET, HEAD", "/healthz": "GET, HEAD", "/readyz": "GET, HEAD", "/metrics": "GET, HEAD", "/ws": "GET"}
 	if methods, ok := allow[r.URL.Path]; ok {
 		w.Header().Set("Allow", methods)
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s does not take %s: use POST /run, GET /events, POST /control or GET /healthz", r.URL.Path, r.Method))

@@ -22,6 +22,7 @@ import (
 	"github.com/getorrery/orrery/hub"
 	"github.com/getorrery/orrery/hub/hubtool"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/metrics"
 	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/termtext"
@@ -87,6 +88,8 @@ type embedded struct {
 	agents *acpAgents
 	hub    *hub.Hub
 	ext    *ext.Host // nil without extensions
+	// metrics counts the kernel's work for GET /metrics.
+	metrics *metrics.Metrics
 }
 
 // openKernel takes cfg's data dir for this process (datadir.Acquire: a
@@ -188,7 +191,10 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		o(&kc)
 	}
 	kc.Models = withCrews(&kc, h)
+	met := metrics.New()
+	kc.Observer = met
 	k := kernel.New(kc)
+	met.Watch(k)
 	agents.setKernel(k)
 	if host != nil {
 		if err := host.Attach(k); err != nil {
@@ -205,7 +211,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		lock.Close()
 		return nil, err
 	}
-	return &embedded{lock: lock, store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host}, nil
+	return &embedded{lock: lock, store: st, kernel: k, mcp: servers, agents: agents, hub: h, ext: host, metrics: met}, nil
 }
 
 // openExtensions finds the project's and the user's extensions and returns
@@ -261,5 +267,15 @@ func newLogger(e *env, level slog.Level) *slog.Logger {
 			level = l
 		}
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch f := e.getenv("ORRERY_LOG_FORMAT"); f {
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	case "", "text":
+	default:
+		l := slog.New(slog.NewTextHandler(e.stderr, opts))
+		l.Warn("ORRERY_LOG_FORMAT is neither text nor json: logging as text", "value", f)
+		return l
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
 }

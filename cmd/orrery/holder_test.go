@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -677,11 +678,14 @@ func testClientFullDisk(t *testing.T, bin string) {
 	mnt := testdisk.Tmpfs(t, 8<<20)
 	data := filepath.Join(mnt, "data")
 	ws := t.TempDir()
-	serveIn(t, bin, env, ws, "--data", data, "--model", "offline")
+	srv := serveIn(t, bin, env, ws, "--data", data, "--model", "offline")
 	waitOwner(t, data)
 	run := func(args ...string) result {
 		t.Helper()
 		return orreryIn(t, bin, env, ws, append([]string{"run", "--data", data}, args...)...)
+	}
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
+		t.Errorf("GET /readyz with room = %d %s; want 200", code, body)
 	}
 	if r := run("-p", "hello"); r.code != 0 {
 		t.Fatalf("orrery run -p hello = %d, stderr %q; want 0", r.code, r.stderr)
@@ -705,6 +709,12 @@ func testClientFullDisk(t *testing.T, bin string) {
 	if r.code != 1 || !strings.Contains(r.stderr, "cannot be written") || !strings.Contains(r.stderr, "free disk space") {
 		t.Errorf("orrery run after the failure = %d, stderr %q; want 1, refused naming the fix", r.code, r.stderr)
 	}
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, id) || !strings.Contains(body, "free disk space") {
+		t.Errorf("GET /readyz on the full disk = %d %s; want 503 naming the session and the fix", code, body)
+	}
+	if _, body := httpGet(t, srv.url+"/metrics"); !regexp.MustCompile(`(?m)^orrery_store_errors_total [1-9]`).MatchString(body) || !regexp.MustCompile(`(?m)^orrery_sessions_broken 1$`).MatchString(body) {
+		t.Errorf("GET /metrics on the full disk counts no store error or broken session:\n%s", grepLines(body, "orrery_store_errors_total", "orrery_sessions_broken"))
+	}
 	r = orreryIn(t, bin, env, ws, "sessions", "--data", data)
 	if r.code != 0 || !strings.Contains(r.stdout, id) {
 		t.Errorf("orrery sessions on the full disk = %d, stdout %q, stderr %q; want 0 and the session", r.code, r.stdout, r.stderr)
@@ -714,6 +724,43 @@ func testClientFullDisk(t *testing.T, bin string) {
 	if r := run("--session", id, "-p", "back"); r.code != 0 || !strings.Contains(r.stdout, `You said: "back"`) {
 		t.Errorf("orrery run with room again = %d, stdout %q, stderr %q; want 0 and the answer", r.code, r.stdout, r.stderr)
 	}
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
+		t.Errorf("GET /readyz once the store takes appends again = %d %s; want 200", code, body)
+	}
+}
+
+// httpGet is one GET from this machine: its status and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// grepLines are the lines of s that start with one of prefixes.
+func grepLines(s string, prefixes ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // pipePath is datadir.PipePath, failing the test on an error.

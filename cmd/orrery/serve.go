@@ -138,6 +138,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sc, err := withBoundary(server.Config{
 		ListenAddr:        ln.Addr().String(),
 		Kernel:            k.kernel,
+		Metrics:           k.metrics.Handler(),
 		Hub:               k.hub,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		KeepAlive:         cfg.Server.KeepAlive.Duration,

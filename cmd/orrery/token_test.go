@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,6 +144,35 @@ func TestConfigValidateWarnsOfAMissingKey(t *testing.T) {
 		code, stdout, stderr := cli(t, "config", "validate", "--config", path)
 		if code != exitOK || !strings.Contains(stdout, "config OK") || !strings.Contains(stderr, "warning: agent.model") || !strings.Contains(stderr, "_API_KEY") {
 			t.Errorf("config validate of %s with no key = %d, stdout %q, stderr %q; want OK and a warning naming the key", model, code, stdout, stderr)
+		}
+	}
+}
+
+// TestLogFormat: ORRERY_LOG_FORMAT=json makes every log line a JSON
+// object; text is the default; anything else logs as text and says so.
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format    string
+		json      bool
+		complaint bool
+	}{{"", false, false}, {"text", false, false}, {"json", true, false}, {"yaml", false, true}} {
+		var errb bytes.Buffer
+		e := &env{stderr: &errb, getenv: func(k string) string {
+			if k == "ORRERY_LOG_FORMAT" {
+				return tc.format
+			}
+			return ""
+		}}
+		newLogger(e, slog.LevelInfo).Info("hello", "session", "ses_1")
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		last := lines[len(lines)-1]
+		var v map[string]any
+		isJSON := json.Unmarshal([]byte(last), &v) == nil
+		if isJSON != tc.json || (isJSON && (v["msg"] != "hello" || v["session"] != "ses_1")) {
+			t.Errorf("ORRERY_LOG_FORMAT=%q logged %q; want JSON: %v, with msg and session", tc.format, last, tc.json)
+		}
+		if got := strings.Contains(errb.String(), "neither text nor json"); got != tc.complaint {
+			t.Errorf("ORRERY_LOG_FORMAT=%q: complained %v, want %v:\n%s", tc.format, got, tc.complaint, errb.String())
 		}
 	}
 }

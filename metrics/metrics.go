@@ -1,0 +1,272 @@
+// Package metrics exports what a kernel does in the Prometheus text format:
+// counters fed by the kernel's Observer hook on every append, and gauges
+// read from the kernel and the server at each scrape.
+//
+// No label holds a session, run or call id, so the number of series is
+// bounded by what is configured (frame types, tools, models), never by the
+// work done. The hook decodes only the frames it counts by content (run
+// ends, tool results, consent answers); every other frame costs a counter
+// increment.
+package metrics
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/protocol"
+)
+
+// Metrics is a kernel's metrics. Create it with New, give it to the kernel
+// as kernel.Config.Observer, then Watch the kernel it observes.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	frames      prometheus.Counter
+	appends     *prometheus.CounterVec
+	appendTime  prometheus.Histogram
+	appendSize  prometheus.Histogram
+	runs        *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	cost        *prometheus.CounterVec
+	modelRuns   *prometheus.CounterVec
+	toolCalls   *prometheus.CounterVec
+	consent     *prometheus.CounterVec
+	storeErrors prometheus.Counter
+
+	mu    sync.Mutex        // guards names
+	names map[string]string // a tool call's tool, by session and call id, until its result
+}
+
+// maxOpenCalls bounds the tool calls remembered between their start and
+// result; past it the memory starts over (their results count as tool "").
+const maxOpenCalls = 16384
+
+// New returns metrics with nothing counted yet, and Go's and the process's
+// own collectors registered.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), names: map[string]string{}}
+	f := factory{m.reg}
+	m.frames = f.counter("orrery_frames_appended_total", "Frames appended to session logs.")
+	m.appends = f.counterVec("orrery_appends_total", "Appends of a session's frames to the store, by result (ok or error).", "result")
+	m.appendTime = f.histogram("orrery_append_seconds", "Time the store took to take one append of a session's frames, waiting for its group commit included.",
+		prometheus.ExponentialBuckets(0.0005, 2, 14))
+	m.appendSize = f.histogram("orrery_append_frames", "Frames in one append of a session's frames (what a session's committer gathered while the store was busy).",
+		prometheus.ExponentialBuckets(1, 4, 9))
+	m.runs = f.counterVec("orrery_runs_total", "Runs ended, by outcome: success, cancelled, interrupted, or the RUN_ERROR code.", "outcome")
+	m.tokens = f.counterVec("orrery_model_tokens_total", "Model tokens of ended runs, by provider, model and direction (input or output).", "provider", "model", "direction")
+	m.modelRuns = f.counterVec("orrery_model_runs_total", "Ended runs that used a model, by provider and model.", "provider", "model")
+	m.cost = f.counterVec("orrery_cost_micro_usd_total", "Cost of ended runs in micro-USD.", "currency")
+	m.toolCalls = f.counterVec("orrery_tool_calls_total", "Tool call results logged, by tool and outcome (ok, error, denied, cancelled, interrupted …).", "tool", "outcome")
+	m.consent = f.counterVec("orrery_consent_answers_total", "Consent requests answered, by outcome (allowed, denied …).", "outcome")
+	m.storeErrors = f.counter("orrery_store_errors_total", "Appends the store refused (a full disk, an I/O error, a read-only dir).")
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Watch adds gauges read from k at each scrape: sessions loaded, runs in
+// flight, and sessions whose store refuses appends.
+func (m *Metrics) Watch(k *kernel.Kernel) {
+	m.reg.MustRegister(&kernelCollector{k: k,
+		loaded:  prometheus.NewDesc("orrery_sessions_loaded", "Sessions in memory.", nil, nil),
+		running: prometheus.NewDesc("orrery_runs_in_flight", "Sessions with a run in flight.", nil, nil),
+		broken:  prometheus.NewDesc("orrery_sessions_broken", "Sessions refusing writes since their store failed.", nil, nil),
+	})
+}
+
+// Gauge adds a gauge read at each scrape, with one label: the server's
+// subscribers by transport, say.
+func (m *Metrics) Gauge(name, help, label string, read func() map[string]int) {
+	m.reg.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, []string{label}, nil), read: read})
+}
+
+var _ kernel.Observer = (*Metrics)(nil)
+
+// Appended implements kernel.Observer.
+func (m *Metrics) Appended(session string, frames []kernel.Frame, took time.Duration, err error) {
+	if err != nil {
+		m.appends.WithLabelValues("error").Inc()
+		m.storeErrors.Inc()
+		return
+	}
+	m.appends.WithLabelValues("ok").Inc()
+	m.appendTime.Observe(took.Seconds())
+	m.appendSize.Observe(float64(len(frames)))
+	m.frames.Add(float64(len(frames)))
+	for _, f := range frames {
+		switch protocol.EventType(f.Type) {
+		case protocol.TypeToolCallStart:
+			m.callStarted(session, f.Data)
+		case protocol.TypeToolCallResult:
+			m.callEnded(session, f.Data)
+		case protocol.TypeRunFinished, protocol.TypeRunError:
+			m.runEnded(f.Type, f.Data)
+		case protocol.TypeCustom:
+			m.custom(f.Data)
+		}
+	}
+}
+
+func (m *Metrics) callStarted(session string, data []byte) {
+	var e struct {
+		ID   string `json:"toolCallId"`
+		Name string `json:"toolCallName"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.ID == "" {
+		return
+	}
+	m.mu.Lock()
+	if len(m.names) >= maxOpenCalls {
+		m.names = map[string]string{}
+	}
+	m.names[session+"\x00"+e.ID] = e.Name
+	m.mu.Unlock()
+}
+
+func (m *Metrics) callEnded(session string, data []byte) {
+	var e struct {
+		ID       string `json:"toolCallId"`
+		Metadata struct {
+			Orrery struct {
+				Outcome struct {
+					Status string `json:"status"`
+				} `json:"outcome"`
+			} `json:"orrery"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		return
+	}
+	m.mu.Lock()
+	key := session + "\x00" + e.ID
+	name := m.names[key]
+	delete(m.names, key)
+	m.mu.Unlock()
+	outcome := e.Metadata.Orrery.Outcome.Status
+	if outcome == "" {
+		outcome = "ok"
+	}
+	m.toolCalls.WithLabelValues(name, outcome).Inc()
+}
+
+func (m *Metrics) runEnded(typ string, data []byte) {
+	var e struct {
+		Code    string                `json:"code"`
+		Outcome *protocol.Outcome     `json:"outcome"`
+		Result  *protocol.RunResult   `json:"result"`
+		Usage   []protocol.TokenUsage `json:"usage"`
+		Meta    struct {
+			Orrery struct {
+				Result *protocol.RunResult `json:"result"`
+			} `json:"orrery"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		return
+	}
+	outcome := "success"
+	switch {
+	case typ == string(protocol.TypeRunError):
+		outcome = e.Code
+		if outcome == "" {
+			outcome = "error"
+		}
+	case e.Outcome != nil && e.Outcome.Type != "":
+		outcome = e.Outcome.Type
+	}
+	m.runs.WithLabelValues(outcome).Inc()
+	res := e.Result
+	if res == nil {
+		res = e.Meta.Orrery.Result
+	}
+	if res != nil && res.MicroUSD > 0 {
+		m.cost.WithLabelValues("USD").Add(float64(res.MicroUSD))
+	}
+	for _, u := range e.Usage {
+		m.modelRuns.WithLabelValues(u.Provider, u.Model).Inc()
+		if u.InputTokens > 0 {
+			m.tokens.WithLabelValues(u.Provider, u.Model, "input").Add(float64(u.InputTokens))
+		}
+		if u.OutputTokens > 0 {
+			m.tokens.WithLabelValues(u.Provider, u.Model, "output").Add(float64(u.OutputTokens))
+		}
+	}
+}
+
+func (m *Metrics) custom(data []byte) {
+	var e struct {
+		Name  string `json:"name"`
+		Value struct {
+			Outcome string `json:"outcome"`
+		} `json:"value"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Name != "orrery.consent.resolved" {
+		return
+	}
+	m.consent.WithLabelValues(e.Value.Outcome).Inc()
+}
+
+// factory registers what it makes.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+// kernelCollector reads a kernel's gauges at each scrape.
+type kernelCollector struct {
+	k                       *kernel.Kernel
+	loaded, running, broken *prometheus.Desc
+}
+
+func (c *kernelCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.loaded
+	ch <- c.running
+	ch <- c.broken
+}
+
+func (c *kernelCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.k.Stats()
+	ch <- prometheus.MustNewConstMetric(c.loaded, prometheus.GaugeValue, float64(st.Loaded))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(st.Running))
+	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(st.Broken))
+}
+
+// funcCollector is a labelled gauge read at each scrape.
+type funcCollector struct {
+	desc *prometheus.Desc
+	read func() map[string]int
+}
+
+func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *funcCollector) Collect(ch chan<- prometheus.Metric) {
+	for label, v := range c.read() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), label)
+	}
+}
