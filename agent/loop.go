@@ -7,6 +7,10 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool"
 )
@@ -111,9 +115,12 @@ func (l *Loop) Run(ctx context.Context, t Turn) Result {
 			return Result{Err: err}
 		}
 		st := &stepState{turn: t, msgID: t.NewID("msg")}
-		usage, err := l.Provider.Stream(ctx, Request{Messages: msgs, Tools: specs}, func(d Delta) error {
+		mctx, ms := startModelSpan(ctx, l.Provider)
+		usage, err := l.Provider.Stream(mctx, Request{Messages: msgs, Tools: specs}, func(d Delta) error {
+			ms.delta()
 			return st.apply(ctx, d)
 		})
+		ms.end(usage, err)
 		if cerr := st.closeAll(ctx); err == nil {
 			err = cerr
 		}
@@ -197,8 +204,23 @@ type outcome struct {
 // runTool passes one server tool call through the gate and runs it. Its
 // error ends the loop (the run was cancelled, or the session failed); a
 // failure the model should read is in the result.
-func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (tool.Result, outcome, error) {
-	var o outcome
+func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (res tool.Result, o outcome, err error) {
+	ctx, span := startToolSpan(ctx, c.name, c.id)
+	defer func() {
+		status := "ok"
+		switch {
+		case err != nil:
+			status = "stopped"
+			span.SetStatus(codes.Error, err.Error())
+		case o.denied:
+			status = "denied"
+		case res.Error:
+			status = "error"
+			span.SetStatus(codes.Error, "the tool reported an error")
+		}
+		span.SetAttributes(attribute.String("orrery.tool.outcome", status))
+		span.End()
+	}()
 	if c.name == SearchTool && l.Searchable != nil {
 		return l.search(c.args.String()), o, nil
 	}
@@ -214,10 +236,12 @@ func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (tool.Result, outco
 		return tool.Result{Text: err.Error(), Error: true}, o, nil
 	}
 	if l.Gate != nil {
+		span.AddEvent("orrery.consent.check")
 		v, err := l.Gate.Check(ctx, GateCall{ID: c.id, Tool: tl, Args: args})
 		if err != nil {
 			return tool.Result{}, o, err
 		}
+		span.AddEvent("orrery.consent.decided", trace.WithAttributes(attribute.Bool("orrery.consent.allowed", v.Allow), attribute.String("orrery.consent.rule", v.Rule)))
 		o.rule = v.Rule
 		if !v.Allow {
 			o.denied = true
@@ -225,7 +249,7 @@ func (l *Loop) runTool(ctx context.Context, t Turn, c *call) (tool.Result, outco
 		}
 	}
 	st := &liveSurface{turn: t, ctx: ctx, id: c.id}
-	res, err := tl.Call(WithEnv(ctx, Env{Loop: l, Turn: t}), tool.Call{ID: c.id, Args: args, Workspace: l.Workspace, Stream: st.add})
+	res, err = tl.Call(WithEnv(ctx, Env{Loop: l, Turn: t}), tool.Call{ID: c.id, Args: args, Workspace: l.Workspace, Stream: st.add})
 	o.streamed = st.started()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/internal/redact"
 	"github.com/getorrery/orrery/protocol"
@@ -19,6 +21,7 @@ type run struct {
 	id          string
 	ctx         context.Context
 	cancel      context.CancelFunc
+	span        trace.Span // ended when the loop goroutine returns
 	provider    agent.Provider
 	clientTools []protocol.Tool
 	perms       *RunPermissions // the run's own consent rules, or nil
@@ -256,6 +259,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 // that arrives while the loop is finishing sends it round again.
 func (s *Session) loop(r *run) {
 	defer close(r.done)
+	defer r.span.End()
 	l := &agent.Loop{Provider: r.provider, Tools: s.runTools(), ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
 		Searchable: searchable(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
 	t := &turn{s: s, r: r}
@@ -328,6 +332,7 @@ func (s *Session) workspace() tool.Workspace {
 func (s *Session) endRun(r *run, terminal protocol.Event) {
 	s.assertActor()
 	r.cancel()
+	endSpan(r.span, terminal)
 	// A call waiting for consent when its run ends gets no answer.
 	s.resolveAllConsent(ConsentCancelled)
 	result, tokenUsage := s.runResult(r)

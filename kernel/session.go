@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
@@ -466,6 +470,10 @@ type SendInput struct {
 	// Encoder, with Subscribe, encodes the subscription's frames into
 	// another dialect; nil sends them as logged.
 	Encoder Encoder
+
+	// parent is the span of the request that sent this (Send's ctx): the
+	// new run's span is its child.
+	parent trace.SpanContext
 }
 
 // SendResult says where a send went.
@@ -494,6 +502,7 @@ func (s *Session) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	if err := s.checkFileParts(ctx, in); err != nil {
 		return res, err
 	}
+	in.parent = trace.SpanContextFromContext(ctx)
 	if derr := s.do(ctx, func() { res, err = s.send(in) }); derr != nil {
 		return res, derr
 	}
@@ -552,8 +561,19 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, &RequestError{Msg: err.Error()}
 	}
-	ctx, cancel := context.WithCancel(agent.WithSession(context.Background(), s.id))
-	r := &run{id: runID, ctx: ctx, cancel: cancel, provider: provider, clientTools: in.Tools, perms: in.Permissions, usageEvents: in.UsageEvents, done: make(chan struct{})}
+	base := agent.WithSession(context.Background(), s.id)
+	if in.parent.IsValid() {
+		base = trace.ContextWithSpanContext(base, in.parent)
+	}
+	base, span := tracer.Start(base, runSpanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "invoke_agent"),
+		attribute.String("gen_ai.agent.name", "orrery"),
+		attribute.String("gen_ai.conversation.id", s.id),
+		attribute.String("orrery.run.id", runID),
+		attribute.String("gen_ai.request.model", s.model()),
+	))
+	ctx, cancel := context.WithCancel(base)
+	r := &run{id: runID, ctx: ctx, cancel: cancel, span: span, provider: provider, clientTools: in.Tools, perms: in.Permissions, usageEvents: in.UsageEvents, done: make(chan struct{})}
 	if fresh == nil {
 		fresh = []protocol.Message{}
 	}
@@ -568,6 +588,8 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	}
 	if err := s.startRun(r, users, input, sub); err != nil {
 		cancel()
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		if sub != nil {
 			sub.Close()
 		}

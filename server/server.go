@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/auth"
@@ -309,6 +311,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ref := checkJSON(r); ref != nil {
 		s.refuse(w, r, ref)
 		return
+	}
+	if r.Header.Get("traceparent") != "" {
+		// A run this request starts is a span of the caller's trace.
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(ctx, peerKey{}, p)))
 }

@@ -47,6 +47,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Readme", func(t *testing.T) { t.Parallel(); testReadme(t, bin) })
 	t.Run("Docs", func(t *testing.T) { t.Parallel(); testDocs(t, bin) })
 	t.Run("Metrics", func(t *testing.T) { t.Parallel(); testMetrics(t, bin) })
+	t.Run("Traces", func(t *testing.T) { t.Parallel(); testTraces(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

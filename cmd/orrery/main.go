@@ -125,6 +125,12 @@ func exitAfter(code int, sig os.Signal) int {
 }
 
 func run(ctx context.Context, e *env, args []string) int {
+	stopTracing, err := startTracing(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
+		return exitError
+	}
+	defer stopTracing()
 	cmds := commands(e)
 	if isTUIArgs(args) {
 		return finish(e, (&tuiCmd{env: e}).Run(ctx, args))

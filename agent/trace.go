@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracer makes the loop's spans: one per model call and one per tool call,
+// children of the run's span in ctx, with the OpenTelemetry GenAI
+// conventions' attributes. With no tracer provider installed it is the
+// no-op one.
+var tracer = otel.Tracer("github.com/getorrery/orrery/agent")
+
+// modelSpan is the span of one model call.
+type modelSpan struct {
+	span  trace.Span
+	start time.Time
+	first sync.Once
+}
+
+// startModelSpan opens the span of a call to p ("chat MODEL").
+func startModelSpan(ctx context.Context, p Provider) (context.Context, *modelSpan) {
+	model := p.Model()
+	ctx, span := tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", p.Name()),
+		attribute.String("gen_ai.request.model", model),
+	))
+	return ctx, &modelSpan{span: span, start: time.Now()}
+}
+
+// delta notes the first delta of the answer: the time to first token.
+func (m *modelSpan) delta() {
+	m.first.Do(func() {
+		m.span.AddEvent("gen_ai.first_token", trace.WithAttributes(
+			attribute.Float64("gen_ai.server.time_to_first_token", time.Since(m.start).Seconds())))
+	})
+}
+
+// end closes the span with the call's usage and error.
+func (m *modelSpan) end(u Usage, err error) {
+	m.span.SetAttributes(
+		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
+	)
+	if err != nil {
+		code := "error"
+		var ae *Error
+		if errors.As(err, &ae) && ae.Code != "" {
+			code = ae.Code
+		}
+		m.span.SetAttributes(attribute.String("error.type", code))
+		m.span.SetStatus(codes.Error, err.Error())
+	}
+	m.span.End()
+}
+
+// startToolSpan opens the span of one tool call ("execute_tool NAME").
+func startToolSpan(ctx context.Context, name, callID string) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", name),
+		attribute.String("gen_ai.tool.call.id", callID),
+	))
+}
