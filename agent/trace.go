@@ -3,14 +3,23 @@ package agent
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// InjectTrace writes the span of ctx into h (a W3C traceparent, with the
+// propagator the program installed, none by default), so that a model
+// provider Orrery calls can continue the run's trace.
+func InjectTrace(ctx context.Context, h http.Header) {
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+}
 
 // tracer makes the loop's spans: one per model call and one per tool call,
 // children of the run's span in ctx, with the OpenTelemetry GenAI

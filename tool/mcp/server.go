@@ -16,9 +16,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/getorrery/orrery"
 	"github.com/getorrery/orrery/tool"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // terminateAfter is how long Close waits for a command server to exit
@@ -268,7 +271,9 @@ func environ(env map[string]string) []string {
 	return out
 }
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds fixed headers to every request, and the trace of
+// the tool call that made it (a W3C traceparent, once a program installed
+// a propagator), so an HTTP MCP server can continue the run's trace.
 type headerTransport struct {
 	headers map[string]string
 	next    http.RoundTripper
@@ -276,12 +281,11 @@ type headerTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
-		req = req.Clone(req.Context())
-		for k, v := range t.headers {
-			req.Header.Set(k, v)
-		}
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
 	}
+	otel.GetTextMapPropagator().Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	return t.next.RoundTrip(req)
 }
 

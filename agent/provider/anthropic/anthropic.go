@@ -165,7 +165,10 @@ func New(cfg Config) (*Provider, error) {
 	if hc == nil {
 		hc = defaultHTTPClient()
 	}
-	opts = append(opts, option.WithHTTPClient(hc))
+	opts = append(opts, option.WithHTTPClient(hc), option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		agent.InjectTrace(req.Context(), req.Header) // the model call's span
+		return next(req)
+	}))
 	p.client = sdk.NewClient(opts...)
 	return p, nil
 }

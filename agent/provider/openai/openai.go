@@ -110,6 +110,10 @@ func New(cfg Config) (*Provider, error) {
 		option.WithBaseURL(base),
 		option.WithAPIKey(cfg.APIKey),
 		option.WithMaxRetries(retries),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			agent.InjectTrace(req.Context(), req.Header) // the model call's span
+			return next(req)
+		}),
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
