@@ -18,6 +18,14 @@ import (
 
 // transport is one message connection: a WebSocket or a pipe. The
 // protocol over it (conn) is the same: requests in, replies and frames out.
+// transportName names a connection's transport for metrics.
+func transportName(t transport) string {
+	if _, ok := t.(*pipeTransport); ok {
+		return "pipe"
+	}
+	return "ws"
+}
+
 type transport interface {
 	// read returns the next message. A *badMessage error is
 	// answered and the connection goes on; any other ends it.
@@ -455,6 +463,7 @@ func (c *conn) detachAll() {
 func (c *conn) pump(ctx context.Context, session string, a *attachment) {
 	defer c.pumps.Done()
 	defer close(a.done)
+	defer c.s.subscribed(transportName(c.t))()
 	var batch [][]byte
 	flush := func() error {
 		if len(batch) == 0 {

@@ -74,6 +74,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	defer s.subscribed("sse")()
 	if !s.track() {
 		writeError(w, http.StatusServiceUnavailable, "the server is shutting down: retry in a moment")
 		return

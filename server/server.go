@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -153,6 +154,8 @@ type Server struct {
 	k   *kernel.Kernel
 	log *slog.Logger
 	mux *http.ServeMux
+
+	subscribers sync.Map // transport → *atomic.Int64: the streams open (Subscribers)
 
 	ctx    context.Context // ends every stream when cancelled
 	cancel context.CancelFunc
@@ -388,6 +391,26 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// subscribed counts one more subscriber on transport until the returned
+// function is called.
+func (s *Server) subscribed(transport string) func() {
+	n, _ := s.subscribers.LoadOrStore(transport, new(atomic.Int64))
+	c := n.(*atomic.Int64)
+	c.Add(1)
+	return func() { c.Add(-1) }
+}
+
+// Subscribers counts the streams of sessions now open, by transport (sse,
+// ws, pipe), for metrics.
+func (s *Server) Subscribers() map[string]int {
+	out := map[string]int{"sse": 0, "ws": 0, "pipe": 0}
+	s.subscribers.Range(func(k, v any) bool {
+		out[k.(string)] = int(v.(*atomic.Int64).Load())
+		return true
+	})
+	return out
 }
 
 // handleMetrics is GET /metrics: the Prometheus text format. Off this

@@ -116,6 +116,9 @@ type server struct {
 	stderr *logbuf.Buffer
 	waited chan struct{}
 	err    error // from Wait, once waited is closed
+	// metrics is the address of --metrics-listen, when it said one
+	// before "listening on".
+	metrics string
 }
 
 // serve starts orrery serve and waits for its "listening on" line.
@@ -142,6 +145,9 @@ func serveIn(t *testing.T, bin string, env []string, dir string, args ...string)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "metrics on "); ok {
+				s.metrics = addr // written before "listening on" is sent
+			}
 			if addr, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
 				lines <- addr
 			}

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// testMetrics scrapes GET /metrics of orrery serve after two runs of the
+// testMetrics scrapes GET /metrics of orrery serve (and of its
+// --metrics-listen) after two runs of the
 // offline model, one of which calls the clock, made by orrery run as a
 // client of the server, and reads it with Prometheus's own text parser:
 // the frames counted are the frames the log holds, and the runs, the tool
@@ -20,7 +22,7 @@ func testMetrics(t *testing.T, bin string) {
 	env := environ(t)
 	data := filepath.Join(t.TempDir(), "data")
 	ws := t.TempDir()
-	srv := serveIn(t, bin, env, ws, "--data", data, "--model", "offline")
+	srv := serveIn(t, bin, env, ws, "--data", data, "--model", "offline", "--metrics-listen", "127.0.0.1:0")
 	waitOwner(t, data)
 	for _, p := range []string{"hello", "what time is it"} {
 		if r := orreryIn(t, bin, env, ws, "run", "--data", data, "-p", p); r.code != 0 {
@@ -40,9 +42,25 @@ func testMetrics(t *testing.T, bin string) {
 		}
 		logged += r.Head
 	}
+	// One SSE stream stays open while the metrics are read.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.url+"/events?session="+list[0].ID+"&since=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
 	code, body := httpGet(t, srv.url+"/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics = %d %s", code, body)
+	}
+	// --metrics-listen serves the same metrics on its own address.
+	if srv.metrics == "" {
+		t.Fatal("orrery serve --metrics-listen did not say where the metrics are")
+	}
+	if code, own := httpGet(t, srv.metrics); code != 200 || !strings.Contains(own, "orrery_frames_appended_total") {
+		t.Errorf("GET %s = %d; want the metrics", srv.metrics, code)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
@@ -79,6 +97,7 @@ func testMetrics(t *testing.T, bin string) {
 		{"orrery_store_errors_total", nil, 0},
 		{"orrery_runs_in_flight", nil, 0},
 		{"orrery_sessions_broken", nil, 0},
+		{"orrery_subscribers", map[string]string{"transport": "sse"}, 1},
 	} {
 		got, ok := value(c.name, c.labels)
 		if !ok || got != c.want {

@@ -32,6 +32,9 @@ type serveCmd struct {
 	pipe    string
 	tlsCert string
 	tlsKey  string
+	// metricsListen serves GET /metrics alone, without a token, on a
+	// private address a scraper reaches.
+	metricsListen string
 }
 
 func (c *serveCmd) Synopsis() string {
@@ -52,7 +55,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if c.node && len(args) > 0 && args[0] == "token" {
 		return (&tokenCmd{env: c.env}).Run(ctx, args[1:])
 	}
-	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--data DIR] [--model NAME] [--config FILE]"
+	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [--data DIR] [--model NAME] [--config FILE]"
 	if c.node {
 		usage += "\n       orrery node token create|list|revoke …"
 	}
@@ -66,6 +69,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.pipe, "pipe", "", "serve on one more Unix socket besides the data dir's DATA/orrery.sock: NAME makes DATA/NAME.sock, a path (with a /) is used as is")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it; default [server] tls_cert, $ORRERY_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the certificate's private key (PEM; default [server] tls_key, $ORRERY_TLS_KEY)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "also serve GET /metrics alone on this address, with no token: give one only scrapers reach (the main listener serves it too, with a token off loopback)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -161,6 +165,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	srv := server.New(sc)
+	k.metrics.Gauge("orrery_subscribers", "Streams of sessions open, by transport (sse, ws, pipe).", "transport", srv.Subscribers)
 	hs := srv.HTTPServer()
 
 	// The data dir's pipe: the other orrery commands on the dir are this
@@ -212,6 +217,23 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)
+	if c.metricsListen != "" {
+		ml, err := net.Listen("tcp", c.metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen for metrics on %s: %w (pick another address with --metrics-listen)", c.metricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", k.metrics.Handler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		defer ms.Close()
+		go func() {
+			if err := ms.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+		fmt.Fprintf(c.env.stdout, "metrics on http://%s/metrics\n", ml.Addr())
+	}
 	go func() { errc <- srv.Serve(hs, ln) }()
 	select {
 	case err := <-errc:
