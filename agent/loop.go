@@ -37,6 +37,9 @@ type Loop struct {
 	Workspace tool.Workspace
 	// Gate, when set, decides whether each server tool call may run.
 	Gate Gate
+	// OnModelCall, when set, is told of each model call once it ends (for
+	// metrics).
+	OnModelCall func(ModelCall)
 
 	found map[string]bool // searchable tools found in this run
 	args  argChecker
@@ -120,7 +123,10 @@ func (l *Loop) Run(ctx context.Context, t Turn) Result {
 			ms.delta()
 			return st.apply(ctx, d)
 		})
-		ms.end(usage, err)
+		call := ms.end(usage, err)
+		if l.OnModelCall != nil {
+			l.OnModelCall(call)
+		}
 		if cerr := st.closeAll(ctx); err == nil {
 			err = cerr
 		}

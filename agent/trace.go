@@ -27,11 +27,24 @@ func InjectTrace(ctx context.Context, h http.Header) {
 // no-op one.
 var tracer = otel.Tracer("github.com/getorrery/orrery/agent")
 
+// ModelCall is one call of a model, as Loop.OnModelCall is told of it.
+type ModelCall struct {
+	Provider, Model string
+	Usage           Usage
+	// FirstToken is how long the first delta of the answer took (0 when
+	// none came); Took how long the whole call did.
+	FirstToken, Took time.Duration
+	// Err is the call's error; nil when it answered.
+	Err error
+}
+
 // modelSpan is the span of one model call.
 type modelSpan struct {
-	span  trace.Span
-	start time.Time
-	first sync.Once
+	span            trace.Span
+	provider, model string
+	start           time.Time
+	first           sync.Once
+	firstAt         time.Duration
 }
 
 // startModelSpan opens the span of a call to p ("chat MODEL").
@@ -42,19 +55,21 @@ func startModelSpan(ctx context.Context, p Provider) (context.Context, *modelSpa
 		attribute.String("gen_ai.provider.name", p.Name()),
 		attribute.String("gen_ai.request.model", model),
 	))
-	return ctx, &modelSpan{span: span, start: time.Now()}
+	return ctx, &modelSpan{span: span, provider: p.Name(), model: model, start: time.Now()}
 }
 
 // delta notes the first delta of the answer: the time to first token.
 func (m *modelSpan) delta() {
 	m.first.Do(func() {
+		m.firstAt = time.Since(m.start)
 		m.span.AddEvent("gen_ai.first_token", trace.WithAttributes(
-			attribute.Float64("gen_ai.server.time_to_first_token", time.Since(m.start).Seconds())))
+			attribute.Float64("gen_ai.server.time_to_first_token", m.firstAt.Seconds())))
 	})
 }
 
-// end closes the span with the call's usage and error.
-func (m *modelSpan) end(u Usage, err error) {
+// end closes the span with the call's usage and error, and returns the
+// call's record.
+func (m *modelSpan) end(u Usage, err error) ModelCall {
 	m.span.SetAttributes(
 		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
 		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
@@ -69,6 +84,7 @@ func (m *modelSpan) end(u Usage, err error) {
 		m.span.SetStatus(codes.Error, err.Error())
 	}
 	m.span.End()
+	return ModelCall{Provider: m.provider, Model: m.model, Usage: u, FirstToken: m.firstAt, Took: time.Since(m.start), Err: err}
 }
 
 // startToolSpan opens the span of one tool call ("execute_tool NAME").

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/getorrery/orrery/agent"
 )
 
 // Observer is told of a kernel's work as it happens, for metrics (package
@@ -13,6 +15,9 @@ type Observer interface {
 	// Appended is one append of session's frames (none for an append of
 	// cost only): how long the store took to take it, and its error.
 	Appended(session string, frames []Frame, took time.Duration, err error)
+	// ModelCalled is one model call of a run of the built-in agent loop,
+	// once it ended. It is called on the run's goroutine.
+	ModelCalled(session string, call agent.ModelCall)
 }
 
 // Stats is what a kernel holds at one moment.

@@ -262,6 +262,9 @@ func (s *Session) loop(r *run) {
 	defer r.span.End()
 	l := &agent.Loop{Provider: r.provider, Tools: s.runTools(), ClientTools: r.clientTools, MaxSteps: s.k.cfg.MaxSteps,
 		Searchable: searchable(s), Workspace: r.workspace, Gate: &gate{s: s, r: r}}
+	if obs := s.k.cfg.Observer; obs != nil {
+		l.OnModelCall = func(c agent.ModelCall) { obs.ModelCalled(s.id, c) }
+	}
 	t := &turn{s: s, r: r}
 	runTurn := func() agent.Result { return l.Run(r.ctx, t) }
 	if rn, ok := r.provider.(agent.Runner); ok {

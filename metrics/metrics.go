@@ -11,6 +11,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -39,6 +41,9 @@ type Metrics struct {
 	toolCalls   *prometheus.CounterVec
 	consent     *prometheus.CounterVec
 	storeErrors prometheus.Counter
+	calls       *prometheus.CounterVec
+	firstToken  *prometheus.HistogramVec
+	outputRate  *prometheus.HistogramVec
 
 	mu    sync.Mutex        // guards names
 	names map[string]string // a tool call's tool, by session and call id, until its result
@@ -66,6 +71,11 @@ func New() *Metrics {
 	m.toolCalls = f.counterVec("orrery_tool_calls_total", "Tool call results logged, by tool and outcome (ok, error, denied, cancelled, interrupted …).", "tool", "outcome")
 	m.consent = f.counterVec("orrery_consent_answers_total", "Consent requests answered, by outcome (allowed, denied …).", "outcome")
 	m.storeErrors = f.counter("orrery_store_errors_total", "Appends the store refused (a full disk, an I/O error, a read-only dir).")
+	m.calls = f.counterVec("orrery_model_requests_total", "Model calls of the built-in agent loop, by provider, model and status (ok, or the error's code).", "provider", "model", "status")
+	m.firstToken = f.histogramVec("orrery_model_time_to_first_token_seconds", "Time from a model call to the first delta of its answer, by provider and model.",
+		prometheus.ExponentialBuckets(0.01, 2, 13), "provider", "model")
+	m.outputRate = f.histogramVec("orrery_model_output_tokens_per_second", "Output tokens a second of a model call after its first token, by provider and model.",
+		prometheus.ExponentialBuckets(1, 2, 12), "provider", "model")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -114,6 +124,25 @@ func (m *Metrics) Appended(session string, frames []kernel.Frame, took time.Dura
 			m.runEnded(f.Type, f.Data)
 		case protocol.TypeCustom:
 			m.custom(f.Data)
+		}
+	}
+}
+
+// ModelCalled implements kernel.Observer.
+func (m *Metrics) ModelCalled(session string, c agent.ModelCall) {
+	status := "ok"
+	if c.Err != nil {
+		status = "error"
+		var ae *agent.Error
+		if errors.As(c.Err, &ae) && ae.Code != "" {
+			status = ae.Code
+		}
+	}
+	m.calls.WithLabelValues(c.Provider, c.Model, status).Inc()
+	if c.FirstToken > 0 {
+		m.firstToken.WithLabelValues(c.Provider, c.Model).Observe(c.FirstToken.Seconds())
+		if gen := c.Took - c.FirstToken; gen > 0 && c.Usage.OutputTokens > 0 {
+			m.outputRate.WithLabelValues(c.Provider, c.Model).Observe(float64(c.Usage.OutputTokens) / gen.Seconds())
 		}
 	}
 }
@@ -230,6 +259,12 @@ func (f factory) counterVec(name, help string, labels ...string) *prometheus.Cou
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {

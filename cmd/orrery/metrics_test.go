@@ -94,6 +94,8 @@ func testMetrics(t *testing.T, bin string) {
 		{"orrery_runs_total", map[string]string{"outcome": "success"}, 2},
 		{"orrery_tool_calls_total", map[string]string{"tool": "clock", "outcome": "ok"}, 1},
 		{"orrery_model_runs_total", map[string]string{"provider": "offline"}, 2},
+		// hello is one model call; the clock's run is two, around the call.
+		{"orrery_model_requests_total", map[string]string{"provider": "offline", "model": "offline", "status": "ok"}, 3},
 		{"orrery_store_errors_total", nil, 0},
 		{"orrery_runs_in_flight", nil, 0},
 		{"orrery_sessions_broken", nil, 0},
@@ -107,8 +109,10 @@ func testMetrics(t *testing.T, bin string) {
 	if got, _ := value("orrery_sessions_loaded", nil); got < 2 {
 		t.Errorf("orrery_sessions_loaded = %v, want the 2 sessions the runs made", got)
 	}
-	if h := fams["orrery_append_seconds"]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
-		t.Errorf("orrery_append_seconds observed no append")
+	for _, name := range []string{"orrery_append_seconds", "orrery_model_time_to_first_token_seconds"} {
+		if h := fams[name]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+			t.Errorf("%s observed nothing", name)
+		}
 	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
