@@ -23,6 +23,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
+	"github.com/getorrery/orrery/store"
 )
 
 // Metrics is a kernel's metrics. Create it with New, give it to the kernel
@@ -40,7 +41,11 @@ type Metrics struct {
 	modelRuns   *prometheus.CounterVec
 	toolCalls   *prometheus.CounterVec
 	consent     *prometheus.CounterVec
+	asked       prometheus.Counter
 	storeErrors prometheus.Counter
+	commitTime  prometheus.Histogram
+	commitSize  prometheus.Histogram
+	commitReqs  prometheus.Histogram
 	calls       *prometheus.CounterVec
 	firstToken  *prometheus.HistogramVec
 	outputRate  *prometheus.HistogramVec
@@ -69,8 +74,15 @@ func New() *Metrics {
 	m.modelRuns = f.counterVec("orrery_model_runs_total", "Ended runs that used a model, by provider and model.", "provider", "model")
 	m.cost = f.counterVec("orrery_cost_micro_usd_total", "Cost of ended runs in micro-USD.", "currency")
 	m.toolCalls = f.counterVec("orrery_tool_calls_total", "Tool call results logged, by tool and outcome (ok, error, denied, cancelled, interrupted …).", "tool", "outcome")
+	m.asked = f.counter("orrery_consent_requests_total", "Consent requests asked of a person (the gate's ask).")
 	m.consent = f.counterVec("orrery_consent_answers_total", "Consent requests answered, by outcome (allowed, denied …).", "outcome")
 	m.storeErrors = f.counter("orrery_store_errors_total", "Appends the store refused (a full disk, an I/O error, a read-only dir).")
+	m.commitTime = f.histogram("orrery_store_commit_seconds", "Time one store transaction (a group commit of many sessions' appends) took.",
+		prometheus.ExponentialBuckets(0.0001, 2, 16))
+	m.commitSize = f.histogram("orrery_store_commit_frames", "Frames one store transaction committed (group-commit batch size).",
+		prometheus.ExponentialBuckets(1, 4, 9))
+	m.commitReqs = f.histogram("orrery_store_commit_appends", "Appends one store transaction gathered, each a session's batch.",
+		prometheus.ExponentialBuckets(1, 2, 13))
 	m.calls = f.counterVec("orrery_model_requests_total", "Model calls of the built-in agent loop, by provider, model and status (ok, or the error's code).", "provider", "model", "status")
 	m.firstToken = f.histogramVec("orrery_model_time_to_first_token_seconds", "Time from a model call to the first delta of its answer, by provider and model.",
 		prometheus.ExponentialBuckets(0.01, 2, 13), "provider", "model")
@@ -126,6 +138,17 @@ func (m *Metrics) Appended(session string, frames []kernel.Frame, took time.Dura
 			m.custom(f.Data)
 		}
 	}
+}
+
+// Committed counts one store transaction: give it to a store that tells of
+// its commits (store.CommitObserver).
+func (m *Metrics) Committed(c store.Commit) {
+	if c.Err != nil {
+		return // counted per append, as orrery_store_errors_total
+	}
+	m.commitTime.Observe(c.Took.Seconds())
+	m.commitSize.Observe(float64(c.Frames))
+	m.commitReqs.Observe(float64(c.Appends))
 }
 
 // ModelCalled implements kernel.Observer.
@@ -240,10 +263,15 @@ func (m *Metrics) custom(data []byte) {
 			Outcome string `json:"outcome"`
 		} `json:"value"`
 	}
-	if json.Unmarshal(data, &e) != nil || e.Name != "orrery.consent.resolved" {
+	if json.Unmarshal(data, &e) != nil {
 		return
 	}
-	m.consent.WithLabelValues(e.Value.Outcome).Inc()
+	switch e.Name {
+	case "orrery.consent.requested":
+		m.asked.Inc()
+	case "orrery.consent.resolved":
+		m.consent.WithLabelValues(e.Value.Outcome).Inc()
+	}
 }
 
 // factory registers what it makes.

@@ -110,3 +110,25 @@ func grep(s, prefix string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestConsentCounts counts each request asked of a person and each answer
+// by outcome, from the frames the kernel logs for them.
+func TestConsentCounts(t *testing.T) {
+	m := metrics.New()
+	custom := func(name, value string) kernel.Frame {
+		return kernel.Frame{Type: "CUSTOM", Data: []byte(`{"type":"CUSTOM","name":"` + name + `","value":` + value + `}`)}
+	}
+	m.Appended("ses_1", []kernel.Frame{
+		custom("orrery.consent.requested", `{"request":"q1","tool":"shell"}`),
+		custom("orrery.consent.resolved", `{"request":"q1","outcome":"`+kernel.ConsentAllowed+`"}`),
+		custom("orrery.consent.requested", `{"request":"q2","tool":"shell"}`),
+		custom("orrery.consent.resolved", `{"request":"q2","outcome":"`+kernel.ConsentDenied+`"}`),
+		custom("orrery.user.message", `{"id":"u1"}`),
+	}, 0, nil)
+	body := scrape(t, m)
+	for _, want := range []string{"orrery_consent_requests_total 2", `orrery_consent_answers_total{outcome="allowed"} 1`, `orrery_consent_answers_total{outcome="denied"} 1`} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("the metrics lack %q:\n%s", want, grep(body, "orrery_consent"))
+		}
+	}
+}

@@ -126,3 +126,18 @@ type Checkpointer interface {
 	// An unknown session gives ErrUnknownSession.
 	LoadCheckpoint(ctx context.Context, session string) (Checkpoint, error)
 }
+
+// Commit is one transaction of a Log that gathers appends (group commit):
+// how many appends and frames it took, how long it took, and its error.
+type Commit struct {
+	Appends, Frames int
+	Took            time.Duration
+	Err             error
+}
+
+// CommitObserver is a Log that tells of each of its commits (for
+// metrics). OnCommit sets the function, before the Log takes appends; it
+// is called on the Log's writer, so it must be quick.
+type CommitObserver interface {
+	OnCommit(func(Commit))
+}

@@ -193,6 +193,9 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	kc.Models = withCrews(&kc, h)
 	met := metrics.New()
 	kc.Observer = met
+	if co, ok := st.(store.CommitObserver); ok {
+		co.OnCommit(met.Committed)
+	}
 	k := kernel.New(kc)
 	met.Watch(k)
 	agents.setKernel(k)

@@ -109,10 +109,13 @@ func testMetrics(t *testing.T, bin string) {
 	if got, _ := value("orrery_sessions_loaded", nil); got < 2 {
 		t.Errorf("orrery_sessions_loaded = %v, want the 2 sessions the runs made", got)
 	}
-	for _, name := range []string{"orrery_append_seconds", "orrery_model_time_to_first_token_seconds"} {
+	for _, name := range []string{"orrery_append_seconds", "orrery_model_time_to_first_token_seconds", "orrery_store_commit_seconds", "orrery_store_commit_frames"} {
 		if h := fams[name]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
 			t.Errorf("%s observed nothing", name)
 		}
+	}
+	if h := fams["orrery_store_commit_frames"]; h != nil && h.GetMetric()[0].GetHistogram().GetSampleSum() != float64(logged) {
+		t.Errorf("the store's commits hold %v frames, want the %d the log holds", h.GetMetric()[0].GetHistogram().GetSampleSum(), logged)
 	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {

@@ -68,9 +68,10 @@ type Log struct {
 	writer *sql.DB // one connection: SQLite has one writer
 	reader *sql.DB
 
-	appends chan *appendReq
-	done    chan struct{} // closed by Close
-	stopped chan struct{} // closed when writeLoop returns
+	appends  chan *appendReq
+	onCommit func(store.Commit) // set before the first append (OnCommit)
+	done     chan struct{}      // closed by Close
+	stopped  chan struct{}      // closed when writeLoop returns
 
 	// Statements of the writer goroutine, prepared once on the writer's
 	// single connection.
@@ -533,7 +534,14 @@ func (l *Log) drain(pending *[]*appendReq) {
 // maxPending is the most appends one commit takes.
 const maxPending = 4096
 
+// OnCommit implements store.CommitObserver.
+func (l *Log) OnCommit(f func(store.Commit)) { l.onCommit = f }
+
 func (l *Log) commit(reqs []*appendReq) {
+	var start time.Time
+	if l.onCommit != nil {
+		start = time.Now()
+	}
 	var errs []error
 	if err := l.room(); err != nil {
 		errs = make([]error, len(reqs))
@@ -550,6 +558,20 @@ func (l *Log) commit(reqs []*appendReq) {
 		r.errc <- errs[i]
 	}
 	l.walWritten(size(reqs))
+	if l.onCommit != nil {
+		c := store.Commit{Appends: len(reqs), Took: time.Since(start)}
+		for _, err := range errs {
+			if err != nil && c.Err == nil {
+				c.Err = err
+			}
+		}
+		for _, r := range reqs {
+			for _, b := range r.batches {
+				c.Frames += len(b.Frames)
+			}
+		}
+		l.onCommit(c)
+	}
 }
 
 // minFree is the least free space the writer waits for after a full disk.
