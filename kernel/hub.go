@@ -28,6 +28,10 @@ const DefaultQueueFrames = 16384
 // hub fans a session's published frames out to its subscribers. The
 // committer publishes; a publisher never blocks on a subscriber.
 type hub struct {
+	// onSlow, when set, is told of each subscriber dropped as too slow.
+	// Set once, before the session has subscribers.
+	onSlow func()
+
 	mu        sync.Mutex // guards everything below
 	subs      map[*Subscription]struct{}
 	published uint64 // seq of the last frame published
@@ -328,6 +332,9 @@ func (s *Subscription) push(frames ...Frame) bool {
 	if s.pending > 0 && s.pending+len(frames) > s.max && time.Since(s.oldest) > SlowAfter {
 		s.mu.Unlock()
 		s.end(ErrSlow)
+		if s.hub.onSlow != nil {
+			s.hub.onSlow()
+		}
 		return false
 	}
 	if s.pending == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/models"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/metrics"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/tool"
@@ -641,8 +643,9 @@ func TestSlowSubscriberIsDropped(t *testing.T) {
 		for i := range cap(chunks) {
 			chunks = append(chunks, fmt.Sprint(i))
 		}
+		met := metrics.New()
 		e := mode.newEnv(t, script(t, map[string]any{"text": chunks, "delay_ms": int(2 * kernel.SlowAfter / time.Millisecond / 10)}),
-			func(c *kernel.Config) { c.QueueFrames = 4 })
+			func(c *kernel.Config) { c.QueueFrames = 4; c.Observer = met })
 		ctx := context.Background()
 		s := e.session(t)
 		slow, err := s.Subscribe(ctx, new(uint64))
@@ -661,6 +664,14 @@ func TestSlowSubscriberIsDropped(t *testing.T) {
 		}
 		if !errors.Is(slow.Err(), kernel.ErrSlow) {
 			t.Errorf("Err() = %v, want ErrSlow", slow.Err())
+		}
+		// The metrics count the drop, and the resume the subscription began with.
+		rec := httptest.NewRecorder()
+		met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, want := range []string{"\norrery_subscribers_dropped_slow_total ", "\norrery_resumes_total 1\n"} {
+			if !strings.Contains(rec.Body.String(), want) || strings.Contains(rec.Body.String(), "\norrery_subscribers_dropped_slow_total 0\n") {
+				t.Errorf("the metrics lack %q (or count no drop)", strings.TrimSpace(want))
+			}
 		}
 		// The run itself is unaffected: it finishes in the log. (res.Sub is
 		// dropped too, so wait on the actor instead.)

@@ -18,6 +18,11 @@ type Observer interface {
 	// ModelCalled is one model call of a run of the built-in agent loop,
 	// once it ended. It is called on the run's goroutine.
 	ModelCalled(session string, call agent.ModelCall)
+	// Resumed is a subscription that resumed from a seq, with the frames
+	// of its backlog (from that seq to the head).
+	Resumed(backlog uint64)
+	// DroppedSlow is a subscriber dropped because it fell too far behind.
+	DroppedSlow()
 }
 
 // Stats is what a kernel holds at one moment.

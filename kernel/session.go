@@ -137,6 +137,9 @@ func newSession(k *Kernel, info store.Session) *Session {
 	s := &Session{id: info.ID, k: k, info: info}
 	s.hub.now = k.now
 	s.hub.left = &s.activeAt
+	if obs := k.cfg.Observer; obs != nil {
+		s.hub.onSlow = obs.DroppedSlow
+	}
 	s.reset()
 	return s
 }
@@ -723,6 +726,9 @@ func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Su
 	}
 	from := *opts.Since
 	sub.head = head
+	if obs := s.k.cfg.Observer; obs != nil {
+		obs.Resumed(head - from)
+	}
 	sub.backlog = func(ctx context.Context, fn func(Frame) error) error {
 		emit := fn
 		if sub.enc != nil {

@@ -46,6 +46,9 @@ type Metrics struct {
 	commitTime  prometheus.Histogram
 	commitSize  prometheus.Histogram
 	commitReqs  prometheus.Histogram
+	resumes     prometheus.Counter
+	backlog     prometheus.Histogram
+	slow        prometheus.Counter
 	calls       *prometheus.CounterVec
 	firstToken  *prometheus.HistogramVec
 	outputRate  *prometheus.HistogramVec
@@ -83,6 +86,10 @@ func New() *Metrics {
 		prometheus.ExponentialBuckets(1, 4, 9))
 	m.commitReqs = f.histogram("orrery_store_commit_appends", "Appends one store transaction gathered, each a session's batch.",
 		prometheus.ExponentialBuckets(1, 2, 13))
+	m.resumes = f.counter("orrery_resumes_total", "Subscriptions that resumed from a seq.")
+	m.backlog = f.histogram("orrery_resume_backlog_frames", "Frames a resumed subscription had to catch up (its seq to the head).",
+		prometheus.ExponentialBuckets(1, 4, 11))
+	m.slow = f.counter("orrery_subscribers_dropped_slow_total", "Subscribers dropped because they fell too far behind (they resume from their last seq).")
 	m.calls = f.counterVec("orrery_model_requests_total", "Model calls of the built-in agent loop, by provider, model and status (ok, or the error's code).", "provider", "model", "status")
 	m.firstToken = f.histogramVec("orrery_model_time_to_first_token_seconds", "Time from a model call to the first delta of its answer, by provider and model.",
 		prometheus.ExponentialBuckets(0.01, 2, 13), "provider", "model")
@@ -139,6 +146,15 @@ func (m *Metrics) Appended(session string, frames []kernel.Frame, took time.Dura
 		}
 	}
 }
+
+// Resumed implements kernel.Observer.
+func (m *Metrics) Resumed(backlog uint64) {
+	m.resumes.Inc()
+	m.backlog.Observe(float64(backlog))
+}
+
+// DroppedSlow implements kernel.Observer.
+func (m *Metrics) DroppedSlow() { m.slow.Inc() }
 
 // Committed counts one store transaction: give it to a store that tells of
 // its commits (store.CommitObserver).
