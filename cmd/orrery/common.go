@@ -198,6 +198,22 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	}
 	k := kernel.New(kc)
 	met.Watch(k)
+	if host != nil {
+		met.Gauge("orrery_extensions", "Extensions of the sessions in memory, by state (running, parked, stopped, failed, none).", "state", func() map[string]int {
+			n := map[string]int{ext.StateRunning: 0, ext.StateParked: 0, ext.StateStopped: 0, ext.StateFailed: 0}
+			for _, st := range host.List("") {
+				n[st.State]++
+			}
+			return n
+		})
+		met.Gauge("orrery_extension_restarts", "Restarts in a row of the extensions, summed by state: the supervisor's count since each one last ran stably.", "state", func() map[string]int {
+			n := map[string]int{}
+			for _, st := range host.List("") {
+				n[st.State] += st.Restarts
+			}
+			return n
+		})
+	}
 	agents.setKernel(k)
 	if host != nil {
 		if err := host.Attach(k); err != nil {

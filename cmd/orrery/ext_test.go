@@ -139,6 +139,10 @@ func testExt(t *testing.T, bin string) {
 		return strings.Contains(string(b), "action rerun of extension tests finished")
 	})
 
+	// The metrics count the extensions by state.
+	if _, body := httpGet(t, srv.url+"/metrics"); !strings.Contains(body, "\norrery_extensions{state=\"running\"} 1\n") || !strings.Contains(body, "\norrery_extensions{state=\"none\"} 1\n") {
+		t.Errorf("GET /metrics does not count button running and tests with no process:\n%s", grepLines(body, "orrery_extension"))
+	}
 	connect := []string{"--session", s, "--connect", srv.url}
 	if out := ext(0, append([]string{"list"}, connect...)...); !strings.Contains(out, "button") || !strings.Contains(out, "running") {
 		t.Errorf("ext list --session = %q, want button running", out)
