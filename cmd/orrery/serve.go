@@ -214,9 +214,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}); err != nil {
 		log.Warn("say who holds the data dir", "err", err)
 	}
-	fmt.Fprintf(c.env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
-
 	errc := make(chan error, 1)
+	// Said before "listening on", which tells a waiting program all is up.
 	if c.metricsListen != "" {
 		ml, err := net.Listen("tcp", c.metricsListen)
 		if err != nil {
@@ -234,6 +233,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}()
 		fmt.Fprintf(c.env.stdout, "metrics on http://%s/metrics\n", ml.Addr())
 	}
+	fmt.Fprintf(c.env.stdout, "listening on %s://%s\n", scheme, ln.Addr())
+
 	go func() { errc <- srv.Serve(hs, ln) }()
 	select {
 	case err := <-errc:
