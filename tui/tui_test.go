@@ -183,22 +183,7 @@ func golden(t *testing.T, path, got string) {
 // surface showed them), though each turn starts the state's surfaces
 // anew, and so it is after a resume, which replays the whole log.
 func TestToolOutputStaysAfterLaterTurns(t *testing.T) {
-	ws := t.TempDir()
-	k := newKernel(t, func(c *kernel.Config) {
-		c.Tools, c.Workspace = tool.NewSet(tool.Coding(tool.Shell{})...), tool.Workspace{Root: ws}
-	})
-	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Send(context.Background(), kernel.SendInput{Text: "run `seq 30`", Permissions: &kernel.RunPermissions{Yes: true}}); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); s.Running(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not end")
-		}
-	}
+	s := seq30(t)
 	_, live := draw(t, frames(t, s, "RUN_FINISHED"), 100, 60)
 	prompt(t, s, "hello")
 	prompt(t, s, "what time is it")
@@ -326,22 +311,7 @@ func TestConsentUnderlinesThePart(t *testing.T) {
 // them whole (and the arguments unclipped), and a second Ctrl-O folds
 // them again.
 func TestCtrlOShowsToolCallsWhole(t *testing.T) {
-	ws := t.TempDir()
-	k := newKernel(t, func(c *kernel.Config) {
-		c.Tools, c.Workspace = tool.NewSet(tool.Coding(tool.Shell{})...), tool.Workspace{Root: ws}
-	})
-	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Send(context.Background(), kernel.SendInput{Text: "run `seq 30`", Permissions: &kernel.RunPermissions{Yes: true}}); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); s.Running(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not end")
-		}
-	}
+	s := seq30(t)
 	m, folded := draw(t, frames(t, s, "RUN_FINISHED"), 100, 80)
 	lines := func(screen string) (n int) {
 		for _, l := range strings.Split(screen, "\n") {
@@ -377,4 +347,27 @@ func TestCtrlOShowsToolCallsWhole(t *testing.T) {
 	if again := m.Screen(); lines(again) > 8 || !hasLine(again, "│ 30") || hasLine(again, "│ 1") {
 		t.Errorf("a second Ctrl-O did not fold the output again:\n%s", again)
 	}
+}
+
+// seq30 is a session on a real kernel with the coding tools whose one
+// run, allowed without asking, ran seq 30 in the shell.
+func seq30(t *testing.T) *kernel.Session {
+	t.Helper()
+	ws := t.TempDir()
+	k := newKernel(t, func(c *kernel.Config) {
+		c.Tools, c.Workspace = tool.NewSet(tool.Coding(tool.Shell{})...), tool.Workspace{Root: ws}
+	})
+	s, err := k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(context.Background(), kernel.SendInput{Text: "run `seq 30`", Permissions: &kernel.RunPermissions{Yes: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); s.Running(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not end")
+		}
+	}
+	return s
 }
