@@ -142,8 +142,11 @@ func (l *live) until(what string, ok func(string) bool) string {
 
 func contains(subs ...string) func(string) bool {
 	return func(s string) bool {
+		words := strings.Join(strings.Fields(s), " ")
 		for _, sub := range subs {
-			if !strings.Contains(s, sub) {
+			// A notice wraps where its text (a temporary path in it) puts
+			// the break: a phrase may run across rows.
+			if !strings.Contains(s, sub) && !strings.Contains(words, strings.Join(strings.Fields(sub), " ")) {
 				return false
 			}
 		}
