@@ -34,8 +34,10 @@ type ModelCall struct {
 	// FirstToken is how long the first delta of the answer took (0 when
 	// none came); Took how long the whole call did.
 	FirstToken, Took time.Duration
-	// Err is the call's error; nil when it answered.
-	Err error
+	// Err is the call's error, nil when it answered; Code is its code (an
+	// *Error's, else "error"), "" when it answered.
+	Err  error
+	Code string
 }
 
 // modelSpan is the span of one model call.
@@ -74,8 +76,9 @@ func (m *modelSpan) end(u Usage, err error) ModelCall {
 		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
 		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
 	)
+	code := ""
 	if err != nil {
-		code := "error"
+		code = "error"
 		var ae *Error
 		if errors.As(err, &ae) && ae.Code != "" {
 			code = ae.Code
@@ -84,7 +87,7 @@ func (m *modelSpan) end(u Usage, err error) ModelCall {
 		m.span.SetStatus(codes.Error, err.Error())
 	}
 	m.span.End()
-	return ModelCall{Provider: m.provider, Model: m.model, Usage: u, FirstToken: m.firstAt, Took: time.Since(m.start), Err: err}
+	return ModelCall{Provider: m.provider, Model: m.model, Usage: u, FirstToken: m.firstAt, Took: time.Since(m.start), Err: err, Code: code}
 }
 
 // startToolSpan opens the span of one tool call ("execute_tool NAME").

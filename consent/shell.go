@@ -55,8 +55,8 @@ func (r Rules) decideShell(c Call) Verdict {
 	readOnly := false
 	for _, p := range readLine(c.Subject, c.Workspace) {
 		v, rule := rs.judge(p, c.ReadOnly)
-		if v.Decision == Ask && v.Rule == DefaultAsk && !p.denyOnly && !slices.Contains(unmatched, v.Why) {
-			unmatched = append(unmatched, v.Why)
+		if v.Decision == Ask && v.Rule == DefaultAsk && !p.denyOnly && !slices.Contains(unmatched, p.named()) {
+			unmatched = append(unmatched, p.named())
 		}
 		switch {
 		case v.Decision == Deny && !p.whole:
@@ -100,22 +100,22 @@ func (r Rules) decideShell(c Call) Verdict {
 	return v
 }
 
-// unmatchedWhy says that several parts match no allow rule, from each
-// part's own reason (`the part "x" matches no allow rule (note)`), naming
-// at most 8.
-func unmatchedWhy(whys []string) string {
+// unmatchedWhy says that several parts, each as named (part.named), match
+// no allow rule, naming at most 8.
+func unmatchedWhy(parts []string) string {
 	const most = 8
-	parts := make([]string, 0, min(len(whys), most))
-	for _, w := range whys[:min(len(whys), most)] {
-		w = strings.TrimPrefix(w, "the part ")
-		w = strings.Replace(w, " matches no allow rule", "", 1)
-		parts = append(parts, w)
+	if len(parts) > most {
+		return fmt.Sprintf("the parts %s and %d more match no allow rule", strings.Join(parts[:most], ", "), len(parts)-most)
 	}
-	list := strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
-	if len(whys) > most {
-		list = strings.Join(parts, ", ") + fmt.Sprintf(" and %d more", len(whys)-most)
+	return fmt.Sprintf("the parts %s and %s match no allow rule", strings.Join(parts[:len(parts)-1], ", "), parts[len(parts)-1])
+}
+
+// named is the part as a reason names it: quoted, with its note.
+func (p part) named() string {
+	if p.note != "" {
+		return fmt.Sprintf("%q (%s)", p.text, p.note)
 	}
-	return fmt.Sprintf("the parts %s match no allow rule", list)
+	return fmt.Sprintf("%q", p.text)
 }
 
 // judge decides one part: deny rules first (on the part and its other
@@ -158,11 +158,7 @@ func (rs toolRules) judge(p part, readOnly bool) (Verdict, string) {
 	if readOnly {
 		return Verdict{Decision: Allow, Rule: DefaultReadOnly}, ""
 	}
-	why := fmt.Sprintf("the part %q matches no allow rule", p.text)
-	if p.note != "" {
-		why += " (" + p.note + ")"
-	}
-	return Verdict{Decision: Ask, Rule: DefaultAsk, Part: p.text, Why: why}, ""
+	return Verdict{Decision: Ask, Rule: DefaultAsk, Part: p.text, Why: "the part " + p.named() + " matches no allow rule"}, ""
 }
 
 // allowsLine reports whether p, as an allow rule, allows every part of the

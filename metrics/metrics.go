@@ -11,7 +11,6 @@ package metrics
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -169,13 +168,9 @@ func (m *Metrics) Committed(c store.Commit) {
 
 // ModelCalled implements kernel.Observer.
 func (m *Metrics) ModelCalled(session string, c agent.ModelCall) {
-	status := "ok"
-	if c.Err != nil {
-		status = "error"
-		var ae *agent.Error
-		if errors.As(c.Err, &ae) && ae.Code != "" {
-			status = ae.Code
-		}
+	status := c.Code
+	if status == "" {
+		status = "ok"
 	}
 	m.calls.WithLabelValues(c.Provider, c.Model, status).Inc()
 	if c.FirstToken > 0 {

@@ -155,7 +155,9 @@ type Server struct {
 	log *slog.Logger
 	mux *http.ServeMux
 
-	subscribers sync.Map // transport → *atomic.Int64: the streams open (Subscribers)
+	// subscribers counts the streams open by transport (Subscribers); its
+	// keys are fixed in New.
+	subscribers map[string]*atomic.Int64
 
 	ctx    context.Context // ends every stream when cancelled
 	cancel context.CancelFunc
@@ -234,7 +236,8 @@ func New(cfg Config) *Server {
 		cfg.CheckPipeSpec = cfg.CheckSpec
 	}
 	s := &Server{cfg: cfg, k: cfg.Kernel, log: cfg.Logger, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
-		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval), watched: make(chan struct{})}
+		guard: newGuard(cfg), flush: newFlusher(runtime.GOMAXPROCS(0), cfg.FlushInterval), watched: make(chan struct{}),
+		subscribers: map[string]*atomic.Int64{"sse": new(atomic.Int64), "ws": new(atomic.Int64), "pipe": new(atomic.Int64)}}
 	if cfg.Tokens != nil {
 		go s.watchTokens()
 	} else {
@@ -396,8 +399,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 // subscribed counts one more subscriber on transport until the returned
 // function is called.
 func (s *Server) subscribed(transport string) func() {
-	n, _ := s.subscribers.LoadOrStore(transport, new(atomic.Int64))
-	c := n.(*atomic.Int64)
+	c := s.subscribers[transport]
 	c.Add(1)
 	return func() { c.Add(-1) }
 }
@@ -405,11 +407,10 @@ func (s *Server) subscribed(transport string) func() {
 // Subscribers counts the streams of sessions now open, by transport (sse,
 // ws, pipe), for metrics.
 func (s *Server) Subscribers() map[string]int {
-	out := map[string]int{"sse": 0, "ws": 0, "pipe": 0}
-	s.subscribers.Range(func(k, v any) bool {
-		out[k.(string)] = int(v.(*atomic.Int64).Load())
-		return true
-	})
+	out := make(map[string]int, len(s.subscribers))
+	for t, c := range s.subscribers {
+		out[t] = int(c.Load())
+	}
 	return out
 }
 

@@ -82,7 +82,7 @@ func blockPieces(b string) []string {
 		// Only inside the fence: what follows its close stays whole.
 		mk := fenceMarker(strings.TrimLeft(open, " "))
 		for i := 1; i < len(lines); i++ {
-			if t := strings.TrimLeft(lines[i], " "); strings.HasPrefix(t, mk) && strings.TrimSpace(strings.TrimLeft(t, mk[:1])) == "" {
+			if closesFence(strings.TrimLeft(lines[i], " "), mk) {
 				end = i
 				break
 			}
@@ -153,7 +153,7 @@ func markdownBlocks(src string) []string {
 				if mk := fenceMarker(t); mk != "" {
 					fence = mk
 				}
-			} else if strings.HasPrefix(t, fence) && strings.TrimSpace(strings.TrimLeft(t, fence[:1])) == "" {
+			} else if closesFence(t, fence) {
 				fence = ""
 			}
 		}
@@ -162,6 +162,12 @@ func markdownBlocks(src string) []string {
 		blocks = append(blocks, b)
 	}
 	return blocks
+}
+
+// closesFence reports whether line t (its indent removed) closes a fence
+// opened with marker: as many of its characters or more, and nothing else.
+func closesFence(t, marker string) bool {
+	return strings.HasPrefix(t, marker) && strings.TrimSpace(strings.TrimLeft(t, marker[:1])) == ""
 }
 
 // fenceMarker is the run of three or more backticks or tildes that opens a

@@ -766,24 +766,12 @@ type notice struct {
 // supersede removes the notices that start with prefix: what this screen
 // said it was doing, once the log says it is done.
 func (m *Model) supersede(prefix string) {
-	kept := m.scr.notices[:0]
-	for _, n := range m.scr.notices {
-		if !strings.HasPrefix(n.text, prefix) {
-			kept = append(kept, n)
-		}
-	}
-	m.scr.notices = kept
+	m.scr.notices = slices.DeleteFunc(m.scr.notices, func(n notice) bool { return strings.HasPrefix(n.text, prefix) })
 }
 
 // dropPastNotices removes the notices the replayed log raised.
 func (m *Model) dropPastNotices() {
-	kept := m.scr.notices[:0]
-	for _, n := range m.scr.notices {
-		if !n.past {
-			kept = append(kept, n)
-		}
-	}
-	m.scr.notices = kept
+	m.scr.notices = slices.DeleteFunc(m.scr.notices, func(n notice) bool { return n.past })
 }
 
 // notice adds a warning: a mistake the person can fix, or a hint.

@@ -300,8 +300,7 @@ func TestToolMarksSurviveReload(t *testing.T) {
 	until(t, ctx, "the denied call is marked", `[...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "⊘ denied")`)
 	until(t, ctx, "the run has ended", `window.orrery.view.runId === ""`)
 	prompt(t, ctx, "run `sleep 20`")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
-	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	allowOnce(t, ctx)
 	until(t, ctx, "the command runs", `[...document.querySelectorAll(".tool .tool-status")].some(e => e.textContent === "◐ running")`)
 	run(t, ctx, "press Stop", chromedp.Click(chromedp.ID("stop")))
 	marks := `[...document.querySelectorAll(".tool .tool-status")].map(e => e.textContent).join(",")`
@@ -323,12 +322,10 @@ func TestToolOutputSurvivesReload(t *testing.T) {
 	ctx := browser(t, 1280, 800)
 	session := openNewSession(t, ctx, r.http.URL)
 	prompt(t, ctx, "write a file notes.md")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
-	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	allowOnce(t, ctx)
 	until(t, ctx, "the diff is shown", `document.querySelector(".tool .diff") !== null && window.orrery.view.runId === ""`)
 	prompt(t, ctx, "run `echo out`")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
-	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	allowOnce(t, ctx)
 	until(t, ctx, "the output is shown", `[...document.querySelectorAll(".tool .k-stream")].some(e => e.textContent === "out\n") && window.orrery.view.runId === ""`)
 	prompt(t, ctx, "hello")
 	until(t, ctx, "the third run has ended", `document.querySelectorAll(".msg.user").length === 3 && window.orrery.view.runId === ""`)
@@ -353,8 +350,7 @@ func TestFoldingIsThePersonsChoice(t *testing.T) {
 	ctx := browser(t, 1280, 800)
 	session := openNewSession(t, ctx, r.http.URL)
 	prompt(t, ctx, "run `for i in 1 2 3 4 5 6; do echo step $i; sleep 0.3; done`")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
-	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	allowOnce(t, ctx)
 	until(t, ctx, "the output streams in an open call", `(() => { const d = document.querySelector("details.tool"); return d && d.open && d.textContent.includes("step 1"); })()`)
 	run(t, ctx, "fold it", chromedp.Click(chromedp.CSS("details.tool > summary")))
 	until(t, ctx, "the run has ended", `window.orrery.view.runId === "" && document.querySelector("details.tool").textContent.includes("step 6")`)
@@ -382,8 +378,7 @@ func TestReloadMidRun(t *testing.T) {
 	ctx := browser(t, 1280, 800)
 	session := openNewSession(t, ctx, r.http.URL)
 	prompt(t, ctx, "run `for i in 1 2 3 4 5 6 7 8; do echo step $i; sleep 0.3; done`")
-	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
-	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
+	allowOnce(t, ctx)
 	until(t, ctx, "the output streams", `(document.querySelector(".tool .k-stream")?.textContent || "").includes("step 2")`)
 	run(t, ctx, "reload the page mid-run", chromedp.Navigate(r.http.URL+"/#session="+session), chromedp.Reload())
 	until(t, ctx, "the reloaded page shows the output so far, still running", `document.getElementById("conn").dataset.state === "live" &&
@@ -394,4 +389,11 @@ func TestReloadMidRun(t *testing.T) {
 	if got := evalJS[string](t, ctx, `document.querySelector(".tool .k-stream").textContent`); got != want {
 		t.Errorf("after a reload mid-run the output is %q, want %q", got, want)
 	}
+}
+
+// allowOnce waits for the consent prompt and clicks Allow once.
+func allowOnce(t *testing.T, ctx context.Context) {
+	t.Helper()
+	until(t, ctx, "the consent prompt is shown", `document.querySelector(".consent button[data-option=allow_once]") !== null`)
+	run(t, ctx, "allow it", chromedp.Click(chromedp.CSS(".consent button[data-option=allow_once]")))
 }
