@@ -390,7 +390,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // sending requests here. /healthz only says the process answers.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if err := s.k.Ready(); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
+		why := err.Error()
+		if p := peerOf(r.Context()); !p.local && p.token == "" {
+			// /readyz needs no token: a caller without one learns that the
+			// kernel is not ready, not which sessions or store errors.
+			why = "not ready: ask GET /readyz from this machine, or with a node token, for why"
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": why})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})

@@ -901,3 +901,34 @@ func TestTransportCloseReason(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzSaysWhyOnlyToTrusted: /readyz needs no token, so a caller off
+// this machine without one learns only that the kernel is not ready; from
+// loopback, or with a token, it says why (here: the kernel is shutting
+// down).
+func TestReadyzSaysWhyOnlyToTrusted(t *testing.T) {
+	r := newTxRig(t, txRigOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if status, _, body := r.post(t, r.remote, "GET", "/readyz", nil, ""); status != http.StatusOK {
+		t.Fatalf("GET /readyz of a ready kernel = %d %s", status, body)
+	}
+	if err := r.k.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		base   *httptest.Server
+		hdr    map[string]string
+		detail bool
+	}{
+		{"loopback", r.local, nil, true},
+		{"remote with a token", r.remote, map[string]string{"Authorization": "Bearer " + r.good}, true},
+		{"remote without one", r.remote, nil, false},
+	} {
+		status, _, body := r.post(t, tc.base, "GET", "/readyz", tc.hdr, "")
+		if status != http.StatusServiceUnavailable || strings.Contains(string(body), "shutting down") != tc.detail {
+			t.Errorf("%s: GET /readyz of a closed kernel = %d %s; want 503, saying why: %v", tc.name, status, body, tc.detail)
+		}
+	}
+}
