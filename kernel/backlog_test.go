@@ -134,9 +134,11 @@ func TestUnsavedFramesBound(t *testing.T) {
 				defer res.Sub.Close()
 				waitForAdmit(t, func() bool { return p.emitted.Load() == int64(p.n) })
 				// One delta is one frame; the loop stops at the bound, give
-				// or take the frames of the delta that crossed it.
-				if got := p.emitted.Load(); got > bound+2 {
-					t.Fatalf("the loop took %d deltas with the store stalled, want at most %d", got, bound+2)
+				// or take the frames of the delta that crossed it, plus the
+				// first delta, which an append that began before the gate
+				// shut may have logged (so it no longer counts as unsaved).
+				if got := p.emitted.Load(); got > bound+3 {
+					t.Fatalf("the loop took %d deltas with the store stalled, want at most %d", got, bound+3)
 				}
 				if tc.cancel {
 					if err := s.Cancel(ctx, res.RunID); err != nil {
