@@ -59,6 +59,9 @@ type Config struct {
 	// args, env) a session can run instead of the built-in agent, chosen
 	// with --agent NAME or session.new {agent}.
 	Agents map[string]AgentDef `toml:"agents"`
+	// Telemetry is the [telemetry] table: where traces go and where
+	// metrics are served.
+	Telemetry TelemetryConfig `toml:"telemetry"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -105,6 +108,26 @@ type ServerConfig struct {
 	// valid token.
 	MaxConns        int `toml:"max_conns"`
 	MaxConnsPerAddr int `toml:"max_conns_per_addr"`
+}
+
+// TelemetryConfig is the [telemetry] table. OpenTelemetry's own
+// variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
+// OTEL_SERVICE_NAME …) override it, as they override every OpenTelemetry
+// SDK's settings.
+type TelemetryConfig struct {
+	// OTLPEndpoint is the base URL of an OpenTelemetry collector's OTLP/HTTP
+	// receiver (http://localhost:4318): the spans of every run, model call,
+	// tool call and extension call go to its /v1/traces. "" exports no
+	// spans.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// OTLPHeaders are sent with each export (a vendor's API key, say).
+	OTLPHeaders map[string]string `toml:"otlp_headers"`
+	// ServiceName is the spans' service.name ("orrery" when empty).
+	ServiceName string `toml:"service_name"`
+	// MetricsListen is an address (host:port) that serves GET /metrics
+	// alone, with no token, as --metrics-listen does. Give one only
+	// scrapers reach.
+	MetricsListen string `toml:"metrics_listen"`
 }
 
 // KernelConfig is the [kernel] table.
@@ -369,6 +392,7 @@ var Env = []struct{ Name, Sets string }{
 	{"ORRERY_ALLOWED_ORIGINS", "server.allowed_origins (comma-separated)"},
 	{"ORRERY_TLS_CERT", "server.tls_cert"},
 	{"ORRERY_TLS_KEY", "server.tls_key"},
+	{"ORRERY_METRICS_LISTEN", "telemetry.metrics_listen"},
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
@@ -392,6 +416,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ORRERY_TLS_KEY"); v != "" {
 		c.Server.TLSKey = v
+	}
+	if v := getenv("ORRERY_METRICS_LISTEN"); v != "" {
+		c.Telemetry.MetricsListen = v
 	}
 	if v := getenv("ORRERY_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -448,6 +475,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limits.dataBytes is %d: set it to a size in bytes, or leave it out for 262144", c.Limits.DataBytes)
 	case c.Limits.DataUpdatesPerSec < 0:
 		return fmt.Errorf("limits.dataUpdatesPerSec is %g: set it to more than 0, or leave it out for 10", c.Limits.DataUpdatesPerSec)
+	case c.Telemetry.MetricsListen != "" && !validListen(c.Telemetry.MetricsListen):
+		return fmt.Errorf("telemetry.metrics_listen is %q, which is not host:port: set it to an address only scrapers reach, e.g. 127.0.0.1:9464", c.Telemetry.MetricsListen)
+	}
+	if e := c.Telemetry.OTLPEndpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("telemetry.otlp_endpoint is %q, which is not an http(s) URL: give the collector's OTLP/HTTP receiver, e.g. http://localhost:4318", e)
+		}
 	}
 	for i, p := range c.Shell.HideEnv {
 		if err := tool.CheckEnvPattern(p); err != nil {

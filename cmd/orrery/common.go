@@ -74,7 +74,10 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	if cfg.Agent.Model == "" {
 		cfg.Agent.Model, c.modelWhy = models.Auto(e.getenv)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, e.startTracing(cfg.Telemetry)
 }
 
 // embedded is a kernel on the data dir's store, with its event hub, and its

@@ -66,6 +66,9 @@ type env struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	getenv         func(string) string
+	// stopTracing flushes the spans still batched; nil until
+	// startTracing started tracing.
+	stopTracing func()
 }
 
 func commands(e *env) map[string]command {
@@ -125,12 +128,11 @@ func exitAfter(code int, sig os.Signal) int {
 }
 
 func run(ctx context.Context, e *env, args []string) int {
-	stopTracing, err := startTracing(e)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "orrery: %v\n", err)
-		return exitError
-	}
-	defer stopTracing()
+	defer func() {
+		if e.stopTracing != nil {
+			e.stopTracing()
+		}
+	}()
 	cmds := commands(e)
 	if isTUIArgs(args) {
 		return finish(e, (&tuiCmd{env: e}).Run(ctx, args))

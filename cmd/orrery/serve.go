@@ -77,6 +77,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.metricsListen == "" {
+		c.metricsListen = cfg.Telemetry.MetricsListen
+	}
 	switch {
 	case c.listen != "":
 		cfg.Server.Listen = c.listen
@@ -220,7 +223,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		ml, err := net.Listen("tcp", c.metricsListen)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("listen for metrics on %s: %w (pick another address with --metrics-listen)", c.metricsListen, err)
+			return fmt.Errorf("listen for metrics on %s: %w (pick another address with --metrics-listen or [telemetry] metrics_listen)", c.metricsListen, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", k.metrics.Handler())

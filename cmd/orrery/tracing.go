@@ -1,41 +1,39 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"time"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/telemetry"
 )
 
-// startTracing exports the process's spans (each run, model call and tool
-// call) over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, configured by OpenTelemetry's
-// standard variables (OTEL_EXPORTER_OTLP_HEADERS, OTEL_BSP_SCHEDULE_DELAY
-// …). Unset, it does nothing and the spans are OpenTelemetry's no-op ones.
-// The returned function flushes what is left; call it before exiting.
-func startTracing(e *env) (stop func(), err error) {
-	if e.getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && e.getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return func() {}, nil
+// startTracing exports the process's spans (each run, model call, tool
+// call and extension call) over OTLP/HTTP to [telemetry] otlp_endpoint,
+// or to OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT), with
+// OpenTelemetry's other standard variables applied over the table
+// (telemetry.FromEnv). With neither it does nothing and the spans are
+// OpenTelemetry's no-op ones. It starts tracing once a process; run
+// flushes what is left before the process exits.
+func (e *env) startTracing(tc config.TelemetryConfig) error {
+	if e.stopTracing != nil {
+		return nil
 	}
-	exp, err := otlptracehttp.New(context.Background())
+	c := telemetry.Config{Headers: map[string]string{}, ServiceName: tc.ServiceName}
+	if tc.OTLPEndpoint != "" {
+		c.Endpoint = telemetry.BaseEndpoint(tc.OTLPEndpoint)
+	}
+	for k, v := range tc.OTLPHeaders {
+		c.Headers[k] = v
+	}
+	c, err := telemetry.FromEnv(c, e.getenv)
 	if err != nil {
-		return func() {}, fmt.Errorf("export traces to OTEL_EXPORTER_OTLP_ENDPOINT: %w (check its URL, or unset it)", err)
+		return fmt.Errorf("tracing: %w", err)
 	}
-	res := resource.NewSchemaless(attribute.String("service.name", "orrery"), attribute.String("service.version", orrery.Version))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tp.Shutdown(ctx) // flushes the batch; a collector that is gone loses it
-	}, nil
+	stop, err := telemetry.Start(c, orrery.Version)
+	if err != nil {
+		return fmt.Errorf("tracing: %w (fix [telemetry] otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT, or unset it)", err)
+	}
+	e.stopTracing = stop
+	return nil
 }

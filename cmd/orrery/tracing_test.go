@@ -8,14 +8,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -25,6 +27,9 @@ type otlpReceiver struct {
 	*httptest.Server
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	// services are the service.name of each export's resources; keys
+	// the api-key header of each export.
+	services, keys []string
 }
 
 func newOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -39,24 +44,66 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		var req coltrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &req); err != nil {
+		if ct := r.Header.Get("Content-Type"); ct != "application/x-protobuf" {
+			http.Error(w, "Content-Type is "+ct, http.StatusUnsupportedMediaType)
+			return
+		}
+		all, err := decodeExport(body)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		rc.mu.Lock()
-		for _, rs := range req.GetResourceSpans() {
+		rc.keys = append(rc.keys, r.Header.Get("api-key"))
+		for _, rs := range all {
+			for _, kv := range rs.GetResource().GetAttributes() {
+				if kv.GetKey() == "service.name" {
+					rc.services = append(rc.services, kv.GetValue().GetStringValue())
+				}
+			}
 			for _, ss := range rs.GetScopeSpans() {
 				rc.spans = append(rc.spans, ss.GetSpans()...)
 			}
 		}
 		rc.mu.Unlock()
-		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		// An empty ExportTraceServiceResponse: every span accepted.
 		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(out)
 	}))
 	t.Cleanup(rc.Close)
 	return rc
+}
+
+// decodeExport reads an ExportTraceServiceRequest as the OTLP spec defines
+// it (field 1, repeated ResourceSpans), without the collector's generated
+// package and the gRPC it brings.
+func decodeExport(b []byte) ([]*tracepb.ResourceSpans, error) {
+	var out []*tracepb.ResourceSpans
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		rs := &tracepb.ResourceSpans{}
+		if err := proto.Unmarshal(v, rs); err != nil {
+			return nil, err
+		}
+		out = append(out, rs)
+	}
+	return out, nil
 }
 
 // trace returns the spans received of the trace id.
@@ -163,5 +210,41 @@ func testTraces(t *testing.T, bin string) {
 	}
 	if strings.Join(events, ",") != "orrery.consent.check,orrery.consent.decided" {
 		t.Errorf("the tool call's span has events %q, want the consent check and its decision", events)
+	}
+}
+
+// testTracesFromConfig runs orrery run (a kernel of its own, no server)
+// with the collector in [telemetry]: the run's spans reach it before the
+// command exits, with the table's headers and service name.
+func testTracesFromConfig(t *testing.T, bin string) {
+	rc := newOTLPReceiver(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "orrery.toml")
+	body := "[telemetry]\notlp_endpoint = \"" + rc.URL + "\"\nservice_name = \"team-orrery\"\notlp_headers = { api-key = \"s3cret\" }\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := orrery(t, bin, environ(t), "run", "--config", cfg, "--data", filepath.Join(dir, "data"), "--model", "offline", "-p", "what time is it")
+	if r.code != 0 {
+		t.Fatalf("orrery run exited %d: %s", r.code, r.stderr)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var names []string
+	for _, sp := range rc.spans {
+		names = append(names, sp.GetName())
+	}
+	if !slices.Contains(names, "invoke_agent orrery") || !slices.Contains(names, "execute_tool clock") {
+		t.Fatalf("when orrery run exited the collector had spans %q, want the run's and the clock call's", names)
+	}
+	for i := range rc.keys {
+		if rc.keys[i] != "s3cret" {
+			t.Errorf("export %d had api-key %q, want the [telemetry] otlp_headers one", i, rc.keys[i])
+		}
+	}
+	for _, s := range rc.services {
+		if s != "team-orrery" {
+			t.Errorf("service.name %q, want [telemetry] service_name", s)
+		}
 	}
 }
