@@ -264,7 +264,7 @@ func (in *Instance) load(p *process) {
 		"api": API, "name": in.m.Extension.Name, "version": in.m.Extension.Version,
 		"session": in.s.ID(), "placements": placementsOf(in.m),
 	}
-	err := p.conn.Call(ctx, "ext/load", params, nil)
+	err := in.call(ctx, p, "ext/load", params, nil)
 	p.loading.Store(false)
 	if err != nil {
 		p.fail(fmt.Sprintf("it did not answer ext/load (%v)", err))
@@ -411,7 +411,7 @@ func (in *Instance) intent(ctx context.Context, id, action string, value json.Ra
 		value = json.RawMessage("null")
 	}
 	p.touch()
-	return p.conn.Notify("ui/event", map[string]any{"id": id, "action": action, "value": value})
+	return in.notify(ctx, p, "ui/event", map[string]any{"id": id, "action": action, "value": value})
 }
 
 // runAction starts a runtime "none" extension's declared action and

@@ -39,7 +39,7 @@ func (t *extTool) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
 		args = json.RawMessage("{}")
 	}
 	var res ToolResult
-	err = p.conn.Call(ctx, "tools/call", map[string]any{"name": t.spec.Name, "id": c.ID, "arguments": args}, &res)
+	err = t.in.call(ctx, p, "tools/call", map[string]any{"name": t.spec.Name, "id": c.ID, "arguments": args}, &res)
 	p.touch()
 	if err != nil {
 		return tool.Result{Text: fmt.Sprintf("tool %s failed: %v", t.spec.Name, err), Error: true}, nil

@@ -4,7 +4,10 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/getorrery/orrery/store"
 )
@@ -55,6 +58,12 @@ type committer struct {
 	mu    sync.Mutex // guards queue and cost
 	queue []commitItem
 	cost  int64
+
+	// trace is the span of the run in flight while a tracer records it:
+	// each Append is then a child span of the run (commitSpan). Set by
+	// the actor at the run's start, cleared by an action queued after its
+	// terminal frame.
+	trace atomic.Pointer[trace.SpanContext]
 
 	// Owned by the committer goroutine.
 	failed  bool  // an Append failed and no reset was reached since
@@ -194,13 +203,16 @@ func (c *committer) commitQueued() {
 	}
 	if len(frames) > 0 || cost != 0 {
 		var start time.Time
-		obs := c.s.k.cfg.Observer
-		if obs != nil {
+		obs, sc := c.s.k.cfg.Observer, c.trace.Load()
+		if obs != nil || sc != nil {
 			start = time.Now()
 		}
 		err := c.s.k.cfg.Store.Append(context.Background(), store.Batch{Session: c.s.id, Frames: frames, CostDelta: cost})
 		if obs != nil {
 			obs.Appended(c.s.id, frames, time.Since(start), err)
+		}
+		if sc != nil {
+			commitSpan(*sc, start, frames, err)
 		}
 		if err != nil {
 			c.failed = true

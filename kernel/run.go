@@ -21,7 +21,8 @@ type run struct {
 	id          string
 	ctx         context.Context
 	cancel      context.CancelFunc
-	span        trace.Span // ended when the loop goroutine returns
+	span        trace.Span         // ended when the loop goroutine returns
+	trace       *trace.SpanContext // span's, while a tracer records it (traceCommits)
 	provider    agent.Provider
 	clientTools []protocol.Tool
 	perms       *RunPermissions // the run's own consent rules, or nil
@@ -366,6 +367,7 @@ func (s *Session) endRun(r *run, terminal protocol.Event) {
 	} else {
 		r.endSeq = s.head
 	}
+	s.untraceCommits(r, false)
 	if result.MicroUSD != 0 {
 		s.changed(SessionCost)
 	}

@@ -589,7 +589,9 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 		sub = newSubscription(&s.hub, s.k.cfg.QueueFrames)
 		sub.enc = in.Encoder
 	}
+	s.traceCommits(r)
 	if err := s.startRun(r, users, input, sub); err != nil {
+		s.untraceCommits(r, true)
 		cancel()
 		span.SetStatus(codes.Error, err.Error())
 		span.End()

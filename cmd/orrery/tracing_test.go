@@ -197,6 +197,15 @@ func testTraces(t *testing.T, bin string) {
 			t.Errorf("%s is not a child of the run's span", name)
 		}
 	}
+	appends := 0
+	for _, sp := range spans {
+		if sp.GetName() == "store.append" && bytes.Equal(sp.GetParentSpanId(), run.GetSpanId()) {
+			appends++
+		}
+	}
+	if appends == 0 {
+		t.Error("no store.append span is a child of the run's span")
+	}
 	if a := attrs(byName["chat offline"]); a["gen_ai.operation.name"] != "chat" || a["gen_ai.provider.name"] != "offline" || a["gen_ai.request.model"] != "offline" || a["gen_ai.usage.input_tokens"] == "" {
 		t.Errorf("the model call's span has attributes %v", a)
 	}

@@ -206,11 +206,25 @@ func (h *Host) queue(ctx context.Context, fn func()) {
 	}
 }
 
+type traceparentKey struct{}
+
+// Traceparent is the W3C traceparent of the host's tools/call whose
+// handler got ctx ("" when Orrery is not tracing): an extension that
+// traces with OpenTelemetry makes its spans children of the tool call's by
+// extracting it (propagation.TraceContext with a MapCarrier).
+func Traceparent(ctx context.Context) string {
+	s, _ := ctx.Value(traceparentKey{}).(string)
+	return s
+}
+
 func (h *Host) callTool(ctx context.Context, m *jsonrpc.Message) {
 	var q struct {
 		Name      string          `json:"name"`
 		ID        string          `json:"id"`
 		Arguments json.RawMessage `json:"arguments"`
+		Meta      struct {
+			Traceparent string `json:"traceparent"`
+		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(m.Params, &q); err != nil {
 		_ = h.conn.Reply(m.ID, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "tools/call params: %v", err))
@@ -220,6 +234,9 @@ func (h *Host) callTool(ctx context.Context, m *jsonrpc.Message) {
 	if !ok {
 		_ = h.conn.Reply(m.ID, ToolResult{Text: "this extension has no tool " + q.Name, Error: true}, nil)
 		return
+	}
+	if q.Meta.Traceparent != "" {
+		ctx = context.WithValue(ctx, traceparentKey{}, q.Meta.Traceparent)
 	}
 	res, err := fn(ctx, h, q.Arguments)
 	if err != nil {

@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/getorrery/orrery/tool"
 	orrerymcp "github.com/getorrery/orrery/tool/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -128,5 +132,44 @@ func TestHTTPCancel(t *testing.T) {
 	}
 	if res := call(t, tools, "mcp.web.add", `{"a":1,"b":2}`); res.Text != "3" {
 		t.Errorf("add.Call() after a cancelled call = %+v, want 3", res)
+	}
+}
+
+// TestTraceContext: with the W3C propagator installed, a call made under a
+// span carries it to the server, in _meta.traceparent over stdio and over
+// HTTP, and as the traceparent header of each HTTP request; without a span
+// it carries none.
+func TestTraceContext(t *testing.T) {
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) })
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	const want = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+	srv := newTestServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var headers atomic.Value
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			headers.Store(r.Header.Get("traceparent"))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+
+	for name, cfg := range map[string]orrerymcp.ServerConfig{"stdio": stdioConfig(kindTools), "http": {URL: ts.URL}} {
+		tools := toolsByName(t, connect(t, "s", cfg).Tools())
+		headers.Store("")
+		res, err := tools["mcp.s.meta"].Call(ctx, tool.Call{ID: "c1", Args: json.RawMessage(`{}`)})
+		if err != nil || res.Text != "traceparent="+want {
+			t.Errorf("%s: a call under a span = %+v, %v; want the server to get %s", name, res, err, want)
+		}
+		if got := headers.Load(); name == "http" && got != want {
+			t.Errorf("http: the request's traceparent header is %q, want %q", got, want)
+		}
+		if res := call(t, tools, "mcp.s.meta", `{}`); res.Text != "traceparent=" {
+			t.Errorf("%s: a call with no span = %q, want no traceparent", name, res.Text)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func runServer(kind string) int {
 }
 
 // testToolNames are the tools newTestServer offers, in its order.
-var testToolNames = []string{"add", "args", "crash", "env", "fail", "media", "pid", "sleep", "structured"}
+var testToolNames = []string{"add", "args", "crash", "env", "fail", "media", "meta", "pid", "sleep", "structured"}
 
 // newTestServer returns an MCP server with the test tools. It lists two
 // tools a page, so a client must follow the cursor to see them all.
@@ -65,6 +65,11 @@ func newTestServer() *mcp.Server {
 	srv.AddTool(&mcp.Tool{Name: "args", Description: "Returns its arguments as it got them.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(string(req.Params.Arguments)), nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "meta", Description: "Returns the traceparent of its call's _meta.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tp, _ := req.Params.Meta["traceparent"].(string)
+			return text("traceparent=" + tp), nil
 		})
 	srv.AddTool(&mcp.Tool{Name: "crash", Description: "Exits the server in the middle of the call.", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

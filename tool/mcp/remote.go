@@ -69,7 +69,7 @@ func (t *remoteTool) Call(ctx context.Context, c tool.Call) (tool.Result, error)
 		return s.deadResult(t, reason), nil
 	}
 	callCtx, release := s.callContext(ctx)
-	res, err := s.session.CallTool(callCtx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	res, err := s.session.CallTool(callCtx, &mcp.CallToolParams{Name: t.remote, Arguments: args, Meta: traceMeta(ctx)})
 	release()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -289,6 +289,22 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
+// traceMeta is the _meta of a tools/call made under ctx's span: its W3C
+// traceparent (and tracestate), as MCP carries trace context over every
+// transport, stdio included; nil when there is no span to continue.
+func traceMeta(ctx context.Context) mcp.Meta {
+	c := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, c)
+	if len(c) == 0 {
+		return nil
+	}
+	m := make(mcp.Meta, len(c))
+	for k, v := range c {
+		m[k] = v
+	}
+	return m
+}
+
 // stderrLog logs a command server's stderr line by line and keeps its last
 // lines, to explain a server that fails.
 type stderrLog struct {

@@ -168,7 +168,11 @@ func main() {
 		},
 		Tools: map[string]sdk.ToolFunc{
 			"rogue_echo": func(ctx context.Context, h *sdk.Host, args json.RawMessage) (sdk.ToolResult, error) {
-				return sdk.ToolResult{Text: "rogue got " + string(args)}, nil
+				text := "rogue got " + string(args)
+				if tp := sdk.Traceparent(ctx); tp != "" {
+					text += " traceparent " + tp
+				}
+				return sdk.ToolResult{Text: text}, nil
 			},
 			"rogue_extra": func(ctx context.Context, h *sdk.Host, args json.RawMessage) (sdk.ToolResult, error) {
 				return sdk.ToolResult{Text: "extra ran"}, nil
