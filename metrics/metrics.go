@@ -116,7 +116,14 @@ func (m *Metrics) Watch(k *kernel.Kernel) {
 // Gauge adds a gauge read at each scrape, with one label: the server's
 // subscribers by transport, say.
 func (m *Metrics) Gauge(name, help, label string, read func() map[string]int) {
-	m.reg.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, []string{label}, nil), read: read})
+	m.reg.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, []string{label}, nil), read: read, kind: prometheus.GaugeValue})
+}
+
+// Counter adds a counter read at each scrape, with one label, for counts
+// kept elsewhere (an ACP agent's process starts, say). read must never
+// return less for a label than it did before.
+func (m *Metrics) Counter(name, help, label string, read func() map[string]int) {
+	m.reg.MustRegister(&funcCollector{desc: prometheus.NewDesc(name, help, []string{label}, nil), read: read, kind: prometheus.CounterValue})
 }
 
 var _ kernel.Observer = (*Metrics)(nil)
@@ -331,16 +338,17 @@ func (c *kernelCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.broken, prometheus.GaugeValue, float64(st.Broken))
 }
 
-// funcCollector is a labelled gauge read at each scrape.
+// funcCollector is a labelled gauge or counter read at each scrape.
 type funcCollector struct {
 	desc *prometheus.Desc
 	read func() map[string]int
+	kind prometheus.ValueType
 }
 
 func (c *funcCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *funcCollector) Collect(ch chan<- prometheus.Metric) {
 	for label, v := range c.read() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), label)
+		ch <- prometheus.MustNewConstMetric(c.desc, c.kind, float64(v), label)
 	}
 }

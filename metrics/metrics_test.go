@@ -132,3 +132,23 @@ func TestConsentCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAtScrape: a gauge and a counter read from elsewhere show each
+// label's value of the moment, typed for Prometheus.
+func TestReadAtScrape(t *testing.T) {
+	m := metrics.New()
+	n := 0
+	m.Gauge("orrery_test_running", "Running.", "agent", func() map[string]int { return map[string]int{"gemini": n} })
+	m.Counter("orrery_test_starts_total", "Starts.", "agent", func() map[string]int { return map[string]int{"gemini": 2 * n} })
+	for _, n = range []int{1, 3} {
+		body := scrape(t, m)
+		for _, want := range []string{
+			"# TYPE orrery_test_running gauge", `orrery_test_running{agent="gemini"} ` + itoa(n),
+			"# TYPE orrery_test_starts_total counter", `orrery_test_starts_total{agent="gemini"} ` + itoa(2*n),
+		} {
+			if !strings.Contains(body, want+"\n") {
+				t.Errorf("the metrics lack %q:\n%s", want, grep(body, "orrery_test"))
+			}
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/getorrery/orrery"
@@ -176,6 +177,11 @@ type Agent struct {
 	cfg Config
 	log *slog.Logger
 
+	// starts and crashes count the processes started and those that
+	// exited before Orrery stopped them; running those not yet exited.
+	starts, crashes atomic.Uint64
+	running         atomic.Int64
+
 	mu     sync.Mutex // guards procs, turns and closed
 	procs  map[string]*proc
 	turns  map[string]chan struct{} // a session's turn token, held by its turn in flight
@@ -223,6 +229,20 @@ func New(cfg Config) (*Agent, error) {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	return &Agent{cfg: cfg, log: cfg.Logger, procs: make(map[string]*proc), turns: make(map[string]chan struct{})}, nil
+}
+
+// Stats is what an Agent's processes did.
+type Stats struct {
+	// Running counts the processes not yet exited; Starts those started,
+	// Crashes those that exited before Orrery stopped them (the session's
+	// next prompt starts another).
+	Running         int
+	Starts, Crashes uint64
+}
+
+// Stats returns the agent's process counts now.
+func (a *Agent) Stats() Stats {
+	return Stats{Running: int(a.running.Load()), Starts: a.starts.Load(), Crashes: a.crashes.Load()}
 }
 
 // Name is "acp".

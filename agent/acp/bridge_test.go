@@ -525,6 +525,15 @@ func TestCrashEndsRunAndNextPromptRestarts(t *testing.T) {
 	if got := customs(evs, acp.SessionEvent); len(got) != 1 {
 		t.Errorf("the restarted agent opened %d sessions, want 1", len(got))
 	}
+	if st := e.agent.Stats(); st != (acp.Stats{Running: 1, Starts: 2, Crashes: 1}) {
+		t.Errorf("Stats() after a crash and a restart = %+v, want 1 running of 2 started, 1 crashed", st)
+	}
+	if err := e.agent.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.agent.Stats(); st != (acp.Stats{Running: 0, Starts: 2, Crashes: 1}) {
+		t.Errorf("Stats() after Close = %+v: a process Orrery stopped is not a crash", st)
+	}
 }
 
 func TestAuthRequired(t *testing.T) {

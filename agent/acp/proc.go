@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,9 @@ type proc struct {
 	conn    *Conn
 	exited  chan struct{} // closed once the process has been waited for
 	exitErr error         // the process's exit status, set before exited closes
+	// stopping is set once Orrery itself ends the process (stop, kill):
+	// an exit before it is a crash.
+	stopping atomic.Bool
 
 	init initResult // the initialize result
 
@@ -105,6 +109,8 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, &startError{name: a.cfg.Name, command: a.cfg.Command, origin: a.cfg.Origin, err: err}
 	}
+	a.starts.Add(1)
+	a.running.Add(1)
 	p := &proc{a: a, session: session, cmd: cmd, stdin: stdin, exited: make(chan struct{}), perms: make(map[string]*permission)}
 	log := a.log.With("agent", a.cfg.Name, "session", session, "pid", cmd.Process.Pid)
 	p.conn = NewConn(stdin, p.handle, log)
@@ -125,6 +131,10 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 	go func() {
 		readers.Wait()
 		p.exitErr = cmd.Wait()
+		if !p.stopping.Load() {
+			a.crashes.Add(1)
+		}
+		a.running.Add(-1)
 		p.conn.Close(p.exitError())
 		close(p.exited)
 		log.Info("agent exited", "status", p.exitErr)
@@ -176,6 +186,7 @@ func (p *proc) dead() bool {
 // stop ends the process: it closes stdin and waits, then sends SIGTERM to
 // its group and waits, then SIGKILL. Each wait is at most grace.
 func (p *proc) stop(grace time.Duration) {
+	p.stopping.Store(true)
 	_ = p.stdin.Close()
 	if p.waitExit(grace) {
 		return
@@ -190,6 +201,7 @@ func (p *proc) stop(grace time.Duration) {
 
 // kill ends the process group at once.
 func (p *proc) kill() {
+	p.stopping.Store(true)
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	_ = p.stdin.Close()
 	<-p.exited

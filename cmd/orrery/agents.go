@@ -15,6 +15,7 @@ import (
 	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/metrics"
 	"github.com/getorrery/orrery/protocol"
 	"github.com/getorrery/orrery/tool/mcp"
 )
@@ -159,6 +160,30 @@ func (a *acpAgents) resume(name string) func(ctx context.Context, session string
 		}
 		return acp.LastSession(frames, name), nil
 	}
+}
+
+// watch exports the agents' processes to met, labelled by agent: a
+// configured agent's name, or "acp:" for every agent a command line named
+// (so that the label's values stay as few as the config's agents).
+func (a *acpAgents) watch(met *metrics.Metrics) {
+	read := func(f func(acp.Stats) int) func() map[string]int {
+		return func() map[string]int {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			n := map[string]int{}
+			for spec, ag := range a.agents {
+				label := "acp:"
+				if name, ok := strings.CutPrefix(spec, "agent:"); ok {
+					label = name
+				}
+				n[label] += f(ag.Stats())
+			}
+			return n
+		}
+	}
+	met.Gauge("orrery_agent_processes", "ACP agent processes running, by agent.", "agent", read(func(s acp.Stats) int { return s.Running }))
+	met.Counter("orrery_agent_process_starts_total", "ACP agent processes started, by agent (one per session, again after a crash).", "agent", read(func(s acp.Stats) int { return int(s.Starts) }))
+	met.Counter("orrery_agent_process_crashes_total", "ACP agent processes that exited before Orrery stopped them, by agent.", "agent", read(func(s acp.Stats) int { return int(s.Crashes) }))
 }
 
 // Close stops every agent process.

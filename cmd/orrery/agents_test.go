@@ -5,12 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/metrics"
 )
 
 // testAgent returns the command line of the ACP test agent, skipping when
@@ -174,5 +180,36 @@ func TestACPCommand(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("orrery acp did not exit when its stdin closed")
+	}
+}
+
+// TestAgentMetricsLabels: the agents' process metrics are labelled by the
+// configured agent's name, and every agent a command line named shares the
+// one label "acp:", so a request cannot grow the label's values.
+func TestAgentMetricsLabels(t *testing.T) {
+	cfg := config.Config{Agents: map[string]config.AgentDef{"gemini": {Command: "gemini", Args: []string{"--acp"}}}}
+	a := newACPAgents(cfg, slog.New(slog.DiscardHandler), func(string) (agent.Provider, error) { return nil, nil })
+	for _, spec := range []string{"agent:gemini", "acp:one --acp", "acp:two"} {
+		if _, err := a.resolve(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	met := metrics.New()
+	a.watch(met)
+	rec := httptest.NewRecorder()
+	met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var lines []string
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "orrery_agent_") {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{
+		`orrery_agent_process_crashes_total{agent="acp:"} 0`, `orrery_agent_process_crashes_total{agent="gemini"} 0`,
+		`orrery_agent_process_starts_total{agent="acp:"} 0`, `orrery_agent_process_starts_total{agent="gemini"} 0`,
+		`orrery_agent_processes{agent="acp:"} 0`, `orrery_agent_processes{agent="gemini"} 0`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the agents' metrics are\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }

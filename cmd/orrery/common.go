@@ -217,6 +217,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 			return n
 		})
 	}
+	agents.watch(met)
 	agents.setKernel(k)
 	if host != nil {
 		if err := host.Attach(k); err != nil {
