@@ -564,7 +564,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, &RequestError{Msg: err.Error()}
 	}
-	base := agent.WithSession(context.Background(), s.id)
+	base := agent.WithRun(agent.WithSession(context.Background(), s.id), runID)
 	if in.parent.IsValid() {
 		base = trace.ContextWithSpanContext(base, in.parent)
 	}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/acp"
 	"github.com/getorrery/orrery/internal/prose"
 	"github.com/getorrery/orrery/kernel"
@@ -22,6 +24,19 @@ const (
 	defaultReadLimit = 1000
 	maxReadLimit     = 10000
 )
+
+// requestSession is the session a request names (its session field), or
+// "", for the request's log lines.
+func requestSession(req protocol.Request) string {
+	v := reflect.ValueOf(req)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return ""
+	}
+	if f := v.Elem().FieldByName("Session"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
 
 // handleControl serves POST /control: one request in the body, its reply's
 // value as the answer. A refusal is a non-2xx status with {"error": "…"}.
@@ -40,9 +55,12 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
+	if id := requestSession(req); id != "" {
+		r = r.WithContext(agent.WithSession(r.Context(), id))
+	}
 	value, err := s.Do(r.Context(), caller, req)
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, value)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
 )
 
@@ -60,9 +61,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		since = &n
 		break
 	}
+	r = r.WithContext(agent.WithSession(r.Context(), id))
 	sess, err := s.k.Session(r.Context(), id)
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	sub, err := sess.SubscribeWith(r.Context(), kernel.SubscribeOptions{
@@ -70,7 +72,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		Encoder: enc, Snapshot: since != nil && q.Get("snapshot") == "1",
 	})
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	defer sub.Close()

@@ -38,7 +38,7 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	defer watch.Close()
 	list, err := s.k.Sessions(r.Context())
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	if !s.track() {

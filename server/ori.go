@@ -35,7 +35,7 @@ func (s *Server) handleOri(w http.ResponseWriter, r *http.Request) {
 	if id := r.URL.Query().Get("session"); id != "" {
 		var err error
 		if sess, err = s.k.Session(r.Context(), id); err != nil {
-			s.kernelError(w, err)
+			s.kernelError(w, r, err)
 			return
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -37,12 +38,15 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	action, err := forwardedAction(in.ForwardedProps)
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
+	}
+	if in.ThreadID != "" {
+		r = r.WithContext(agent.WithSession(r.Context(), in.ThreadID))
 	}
 	sess, err := s.sessionForRun(r.Context(), in.ThreadID)
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	if action != nil {
@@ -54,7 +58,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.a2uiAction(r.Context(), sess, action); err != nil {
-			s.kernelError(w, err)
+			s.kernelError(w, r, err)
 			return
 		}
 	}
@@ -67,7 +71,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		Encoder:   enc,
 	})
 	if err != nil {
-		s.kernelError(w, err)
+		s.kernelError(w, r, err)
 		return
 	}
 	sub := res.Sub

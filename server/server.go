@@ -464,7 +464,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 // A damaged session is 409, as a busy one is: the session's state refuses
 // the request until someone acts (orrery db repair), so a client must not
 // retry it as it would a 5xx; the sentence says which it is.
-func (s *Server) kernelError(w http.ResponseWriter, err error) {
+func (s *Server) kernelError(w http.ResponseWriter, r *http.Request, err error) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
 	var since *kernel.SinceError
@@ -486,7 +486,7 @@ func (s *Server) kernelError(w http.ResponseWriter, err error) {
 	case errors.Is(err, kernel.ErrSessionClosed):
 		writeError(w, http.StatusServiceUnavailable, "the session is closed because the server is stopping: retry in a moment")
 	default:
-		s.log.Error("request failed", "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
 	}
 }

@@ -345,7 +345,7 @@ func (a *Agent) Run(ctx context.Context, in agent.RunInput) agent.Result {
 		case <-resp:
 			timer.Stop()
 		case <-timer.C:
-			a.log.Warn("acp: the agent did not answer session/cancel in time; killing it", "agent", a.cfg.Name, "session", in.Session, "timeout", a.cfg.CancelTimeout)
+			a.log.WarnContext(ctx, "acp: the agent did not answer session/cancel in time; killing it", "agent", a.cfg.Name, "session", in.Session, "timeout", a.cfg.CancelTimeout)
 			a.drop(p)
 			p.kill()
 		}
@@ -496,10 +496,10 @@ func (a *Agent) handshake(ctx context.Context, p *proc, in agent.RunInput) error
 		_, err := p.conn.Call(ctx, method, map[string]any{"sessionId": prev, "cwd": cwd, "mcpServers": mcp})
 		if err == nil {
 			replayed := p.setSession(prev)
-			a.log.Info("acp: resumed the agent's session", "agent", a.cfg.Name, "session", in.Session, "method", method, "replayed", len(replayed))
+			a.log.InfoContext(ctx, "acp: resumed the agent's session", "agent", a.cfg.Name, "session", in.Session, "method", method, "replayed", len(replayed))
 			return nil
 		}
-		a.log.Warn("acp: could not resume the agent's session; starting a new one", "agent", a.cfg.Name, "method", method, "err", err)
+		a.log.WarnContext(ctx, "acp: could not resume the agent's session; starting a new one", "agent", a.cfg.Name, "method", method, "err", err)
 		p.mu.Lock()
 		p.pendingSession = ""
 		p.buffered = nil

@@ -228,7 +228,7 @@ func (p *proc) handle(m *Message) {
 			Update    json.RawMessage `json:"update"`
 		}
 		if err := json.Unmarshal(m.Params, &params); err != nil || len(params.Update) == 0 {
-			p.a.log.Warn("acp: skipped a session/update without an update", "agent", p.a.cfg.Name, "err", err)
+			p.a.log.Warn("acp: skipped a session/update without an update", "agent", p.a.cfg.Name, "session", p.session, "err", err)
 			return
 		}
 		p.route(params.SessionID, params.Update)
@@ -270,13 +270,13 @@ func (p *proc) route(sessionID string, update json.RawMessage) {
 		if len(p.buffered) < maxBuffered {
 			p.buffered = append(p.buffered, update)
 		} else {
-			p.a.log.Warn("acp: dropped an update sent before session/new answered: too many", "agent", p.a.cfg.Name)
+			p.a.log.Warn("acp: dropped an update sent before session/new answered: too many", "agent", p.a.cfg.Name, "session", p.session)
 		}
 		p.mu.Unlock()
 		return
 	}
 	if sessionID != p.acpSession {
-		p.a.log.Warn("acp: update for another session id; routed to this session", "agent", p.a.cfg.Name, "sessionId", sessionID)
+		p.a.log.Warn("acp: update for another session id; routed to this session", "agent", p.a.cfg.Name, "session", p.session, "sessionId", sessionID)
 	}
 	sink := p.sink
 	p.mu.Unlock()
@@ -325,7 +325,7 @@ func selectedOutcome(option string) json.RawMessage {
 
 func (p *proc) replyPermission(id json.RawMessage, outcome json.RawMessage) {
 	if err := p.conn.Reply(id, outcome); err != nil {
-		p.a.log.Warn("acp: answer a permission request", "agent", p.a.cfg.Name, "err", err)
+		p.a.log.Warn("acp: answer a permission request", "agent", p.a.cfg.Name, "session", p.session, "err", err)
 	}
 }
 

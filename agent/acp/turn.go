@@ -64,7 +64,7 @@ func (t *turn) emit(raw json.RawMessage, evs ...protocol.Event) {
 	if err == nil || t.ctx.Err() != nil {
 		return
 	}
-	t.a.log.Warn("acp: the session refused an update's frames; keeping it as RAW", "agent", t.a.cfg.Name, "err", err)
+	t.a.log.WarnContext(t.ctx, "acp: the session refused an update's frames; keeping it as RAW", "agent", t.a.cfg.Name, "err", err)
 	if raw != nil {
 		ev := &protocol.Raw{Event: raw, Source: "acp"}
 		setMeta(ev, raw)

@@ -290,15 +290,17 @@ func newLogger(e *env, level slog.Level) *slog.Logger {
 			level = l
 		}
 	}
+	// Every line logged with a run's or a request's context gets its
+	// session and run ids (agent.LogHandler).
 	opts := &slog.HandlerOptions{Level: level}
 	switch f := e.getenv("ORRERY_LOG_FORMAT"); f {
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+		return slog.New(agent.LogHandler(slog.NewJSONHandler(e.stderr, opts)))
 	case "", "text":
 	default:
-		l := slog.New(slog.NewTextHandler(e.stderr, opts))
+		l := slog.New(agent.LogHandler(slog.NewTextHandler(e.stderr, opts)))
 		l.Warn("ORRERY_LOG_FORMAT is neither text nor json: logging as text", "value", f)
 		return l
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, opts))
+	return slog.New(agent.LogHandler(slog.NewTextHandler(e.stderr, opts)))
 }

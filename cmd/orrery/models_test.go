@@ -106,3 +106,44 @@ func TestRunWithProviders(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLogLinesNameTheirRun: a line a provider logs during a run (here
+// the OpenAI provider's note that the answer was cut at its length limit,
+// from a recorded stream) carries the run's session and run ids, so that
+// ORRERY_LOG_FORMAT=json lines can be filtered by them.
+func TestRunLogLinesNameTheirRun(t *testing.T) {
+	srv := fakeProvider(t, "../../agent/provider/openai/testdata/length.sse", 0)
+	vars := map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.URL + "/v1", "ORRERY_LOG": "debug", "ORRERY_LOG_FORMAT": "json"}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	e := &env{stdout: &stdout, stderr: &stderr, stdin: strings.NewReader(""), getenv: func(k string) string { return vars[k] }}
+	run(context.Background(), e, []string{"run", "--data", filepath.Join(dir, ".data"), "--config", filepath.Join(dir, "none.toml"), "--model", "openai:gpt-4.1", "--json", "-p", "hi"})
+	var threadID, runID string
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		var ev struct{ Type, ThreadID, RunID string }
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.Type == "RUN_STARTED" {
+			threadID, runID = ev.ThreadID, ev.RunID
+		}
+	}
+	if runID == "" {
+		t.Fatalf("no RUN_STARTED on stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	found := false
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		var line map[string]any
+		if json.Unmarshal([]byte(l), &line) != nil || line["msg"] != "answer cut at its length limit" {
+			continue
+		}
+		found = true
+		if line["session"] != threadID || line["run"] != runID {
+			t.Errorf("the provider's line is %s: want session %s and run %s", l, threadID, runID)
+		}
+	}
+	if !found {
+		t.Errorf("no line says the answer was cut; stderr:\n%s", stderr.String())
+	}
+}

@@ -177,7 +177,7 @@ func (p *Provider) Stream(ctx context.Context, req agent.Request, emit func(agen
 	}
 	err = st.read(ctx, res)
 	if st.finish == "length" {
-		p.log.Debug("answer cut at its length limit", "max_tokens", p.cfg.MaxTokens)
+		p.log.DebugContext(ctx, "answer cut at its length limit", "max_tokens", p.cfg.MaxTokens)
 	}
 	return st.usage, err
 }
