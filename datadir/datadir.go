@@ -105,6 +105,9 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 type Lock struct {
 	dir string
 	fl  *flock.Flock
+	// file is the lock file as it was when locked: Check compares the
+	// file at its path with it.
+	file os.FileInfo
 
 	mu     sync.Mutex // guards owner, ownerErr and closed
 	owner  Owner
@@ -141,7 +144,12 @@ func Acquire(dir string, o Owner) (*Lock, error) {
 	if o.Started.IsZero() {
 		o.Started = time.Now().Truncate(time.Second)
 	}
-	l := &Lock{dir: dir, fl: fl, owner: o}
+	file, err := os.Stat(filepath.Join(dir, LockFile))
+	if err != nil {
+		_ = fl.Unlock()
+		return nil, fmt.Errorf("look at the lock file of %s: %w", dir, err)
+	}
+	l := &Lock{dir: dir, fl: fl, owner: o, file: file}
 	if err := writeOwner(dir, o); err != nil {
 		l.ownerErr = err
 		if rerr := os.Remove(filepath.Join(dir, OwnerFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -152,6 +160,32 @@ func Acquire(dir string, o Owner) (*Lock, error) {
 		}
 	}
 	return l, nil
+}
+
+// Check reports whether the lock still holds the data dir: nil, or an
+// error that says what happened and what to do. The OS lock itself cannot
+// be lost, but the file it is on can: a data dir removed, moved or
+// restored from a backup under a running kernel leaves this process
+// holding a file another process will not see, so a second kernel could
+// open the dir's log.
+func (l *Lock) Check() error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return fmt.Errorf("the data dir %s is released: this kernel is shutting down", l.dir)
+	}
+	path := filepath.Join(l.dir, LockFile)
+	now, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("the lock file %s is gone (the data dir was removed or moved): another process could take the dir; stop this one, put the dir back, and start it again", path)
+	case err != nil:
+		return fmt.Errorf("look at the lock file %s: %w", path, err)
+	case !os.SameFile(now, l.file):
+		return fmt.Errorf("the lock file %s was replaced (the data dir was restored or copied over): this process no longer holds the dir others see; stop it and start it again", path)
+	}
+	return nil
 }
 
 // OwnerErr is why the owner file could not be written when the lock was

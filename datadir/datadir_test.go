@@ -308,3 +308,43 @@ func pipePath(t testing.TB, dir string) string {
 	}
 	return p
 }
+
+// TestCheck: a held dir checks out while its lock file is the one locked;
+// moved away, replaced by a copy, or released, Check says what happened,
+// and moved back it checks out again.
+func TestCheck(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	l, err := datadir.Acquire(dir, datadir.Owner{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lockFile := filepath.Join(dir, datadir.LockFile)
+	steps := []struct {
+		name string
+		do   func() error
+		want string // "" for nil
+	}{
+		{"held", func() error { return nil }, ""},
+		{"the dir moved away", func() error { return os.Rename(dir, dir+".old") }, "is gone"},
+		{"the dir moved back", func() error { return os.Rename(dir+".old", dir) }, ""},
+		{"the lock file replaced by a copy", func() error {
+			data, _ := os.ReadFile(lockFile)
+			if err := os.Remove(lockFile); err != nil {
+				return err
+			}
+			return os.WriteFile(lockFile, data, 0o600)
+		}, "was replaced"},
+		{"released", l.Close, "is released"},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		err := l.Check()
+		if st.want == "" && err != nil || st.want != "" && (err == nil || !strings.Contains(err.Error(), st.want)) {
+			t.Errorf("%s: Check() = %v, want %q", st.name, err, st.want)
+		}
+	}
+}

@@ -40,6 +40,10 @@ const DefaultKeepAlive = 15 * time.Second
 // Config is what a Server is built from. Kernel is required.
 type Config struct {
 	Kernel *kernel.Kernel
+	// Ready are checks GET /readyz makes besides the kernel's
+	// (kernel.Ready): the data dir's lock (datadir.Lock.Check), say. Each
+	// returns nil, or why the server cannot take work.
+	Ready []func() error
 	// Metrics serves GET /metrics (package metrics); nil leaves the route
 	// answering that metrics are off.
 	Metrics http.Handler
@@ -389,7 +393,16 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // with why (kernel.Ready), for a load balancer or an orchestrator to stop
 // sending requests here. /healthz only says the process answers.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if err := s.k.Ready(); err != nil {
+	err := s.k.Ready()
+	for _, check := range s.cfg.Ready {
+		if err != nil {
+			break
+		}
+		if cerr := check(); cerr != nil {
+			err = fmt.Errorf("%w: %w", kernel.ErrNotReady, cerr)
+		}
+	}
+	if err != nil {
 		why := err.Error()
 		if p := peerOf(r.Context()); !p.local && p.token == "" {
 			// /readyz needs no token: a caller without one learns that the

@@ -49,6 +49,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Metrics", func(t *testing.T) { t.Parallel(); testMetrics(t, bin) })
 	t.Run("Traces", func(t *testing.T) { t.Parallel(); testTraces(t, bin) })
 	t.Run("TracesFromConfig", func(t *testing.T) { t.Parallel(); testTracesFromConfig(t, bin) })
+	t.Run("ReadyzLostLock", func(t *testing.T) { t.Parallel(); testReadyzLostLock(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

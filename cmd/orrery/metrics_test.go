@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,4 +143,28 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// testReadyzLostLock moves the data dir away from under orrery serve:
+// /readyz turns 503 and says the lock file is gone and what to do, and
+// turns 200 again once the dir is back.
+func testReadyzLostLock(t *testing.T, bin string) {
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	srv := serveIn(t, bin, environ(t), t.TempDir(), "--data", data, "--model", "offline")
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
+		t.Fatalf("GET /readyz = %d %s; want 200", code, body)
+	}
+	if err := os.Rename(data, data+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "is gone") || !strings.Contains(body, "start it again") {
+		t.Errorf("GET /readyz with the data dir moved away = %d %s; want 503 saying the lock file is gone and what to do", code, body)
+	}
+	if err := os.Rename(data+".moved", data); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
+		t.Errorf("GET /readyz with the dir back = %d %s; want 200", code, body)
+	}
 }

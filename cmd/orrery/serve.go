@@ -146,6 +146,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		ListenAddr:        ln.Addr().String(),
 		Kernel:            k.kernel,
 		Metrics:           k.metrics.Handler(),
+		Ready:             []func() error{k.lock.Check},
 		Hub:               k.hub,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		KeepAlive:         cfg.Server.KeepAlive.Duration,
