@@ -25,7 +25,11 @@ func InjectTrace(ctx context.Context, h http.Header) {
 // children of the run's span in ctx, with the OpenTelemetry GenAI
 // conventions' attributes. With no tracer provider installed it is the
 // no-op one.
-var tracer = otel.Tracer("github.com/getorrery/orrery/agent")
+//
+// It is looked up at each use, not once, so that the provider installed
+// last is the one used (a benchmark compares tracing on and off in one
+// process this way).
+func tracer() trace.Tracer { return otel.Tracer("github.com/getorrery/orrery/agent") }
 
 // ModelCall is one call of a model, as Loop.OnModelCall is told of it.
 type ModelCall struct {
@@ -52,7 +56,7 @@ type modelSpan struct {
 // startModelSpan opens the span of a call to p ("chat MODEL").
 func startModelSpan(ctx context.Context, p Provider) (context.Context, *modelSpan) {
 	model := p.Model()
-	ctx, span := tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", p.Name()),
 		attribute.String("gen_ai.request.model", model),
@@ -92,7 +96,7 @@ func (m *modelSpan) end(u Usage, err error) ModelCall {
 
 // startToolSpan opens the span of one tool call ("execute_tool NAME").
 func startToolSpan(ctx context.Context, name, callID string) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	return tracer().Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", name),
 		attribute.String("gen_ai.tool.call.id", callID),

@@ -141,10 +141,20 @@ func BenchmarkAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
 			var opts []func(*kernel.Config)
 			if on {
-				opts = append(opts, func(c *kernel.Config) { c.Observer = metrics.New() })
+				opts = append(opts, withMetrics)
 			}
 			benchAppend(b, opts...)
 		})
+	}
+}
+
+// withMetrics counts the kernel's work as orrery serve does: its Observer,
+// and the store's commits.
+func withMetrics(c *kernel.Config) {
+	m := metrics.New()
+	c.Observer = m
+	if co, ok := c.Store.(store.CommitObserver); ok {
+		co.OnCommit(m.Committed)
 	}
 }
 

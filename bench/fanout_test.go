@@ -43,6 +43,23 @@ func BenchmarkFanout(b *testing.B) {
 	b.Run("ceiling-ws", func(b *testing.B) { fanout.Run(b, cfg, fanout.NewCeilingWS(b).System()) })
 }
 
+// BenchmarkFanoutMetrics is BenchmarkFanout's SSE leg without metrics and
+// with them (the kernel's Observer and the store's commit observer, as
+// orrery serve runs), in one run: the ratio is what metrics cost the
+// fan-out. The WebSocket leg's write path is the same.
+func BenchmarkFanoutMetrics(b *testing.B) {
+	cfg := fanout.ConfigFromEnv()
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
+			var opts []func(*kernel.Config)
+			if on {
+				opts = append(opts, withMetrics)
+			}
+			fanout.Run(b, cfg, orreryFanout(b, "sse", opts...))
+		})
+	}
+}
+
 // BenchmarkFanoutIdle attaches cfg.Subs subscribers to an idle session and
 // reports heap+stack in use per subscriber: in all, the clients' share
 // (the same clients against a server that only holds the connections), and
@@ -81,9 +98,9 @@ func BenchmarkFanoutIdle(b *testing.B) {
 
 // orreryFanout starts a kernel whose one session "fanout" has a run in
 // flight, streaming a text message whose deltas the benchmark paces.
-func orreryFanout(b *testing.B, transport string) fanout.System {
+func orreryFanout(b *testing.B, transport string, opts ...func(*kernel.Config)) fanout.System {
 	f := &feed{deltas: make(chan string, 4096)}
-	r := newRig(b, f)
+	r := newRig(b, f, opts...)
 	ctx := context.Background()
 	s, err := r.k.CreateSession(ctx, kernel.SessionOptions{ID: "fanout"})
 	if err != nil {

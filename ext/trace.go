@@ -17,7 +17,11 @@ import (
 // (ext/load, tools/call, ui/event), a child of the span in the caller's
 // context (a tool call's, under its run's). With no tracer provider
 // installed it is OpenTelemetry's no-op one.
-var tracer = otel.Tracer("github.com/getorrery/orrery/ext")
+//
+// It is looked up at each use, not once, so that the provider installed
+// last is the one used (a benchmark compares tracing on and off in one
+// process this way).
+func tracer() trace.Tracer { return otel.Tracer("github.com/getorrery/orrery/ext") }
 
 // call sends method to the process as a traced JSON-RPC call. The span
 // follows OpenTelemetry's RPC conventions (its name is the method,
@@ -40,7 +44,7 @@ func (in *Instance) notify(ctx context.Context, p *process, method string, param
 }
 
 func (in *Instance) startSpan(ctx context.Context, method string, params map[string]any) (context.Context, trace.Span) {
-	ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	ctx, span := tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("rpc.system", "jsonrpc"),
 		attribute.String("rpc.method", method),
 		attribute.String("rpc.jsonrpc.version", "2.0"),

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/getorrery/orrery/consent"
 	"github.com/getorrery/orrery/ext"
@@ -30,7 +31,10 @@ func TestCallsAreTraced(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		tp.Shutdown(context.Background())
+	})
 
 	model := script(t,
 		map[string]any{"tool_calls": []map[string]any{{"name": "rogue_echo", "args": map[string]any{"x": 1}}}},

@@ -568,7 +568,7 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 	if in.parent.IsValid() {
 		base = trace.ContextWithSpanContext(base, in.parent)
 	}
-	base, span := tracer.Start(base, runSpanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	base, span := tracer().Start(base, runSpanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.agent.name", "orrery"),
 		attribute.String("gen_ai.conversation.id", s.id),

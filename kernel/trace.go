@@ -15,7 +15,11 @@ import (
 // tracer makes the runs' spans. Until a program installs a tracer provider
 // (cmd/orrery does when OTEL_EXPORTER_OTLP_ENDPOINT is set) it is OpenTelemetry's
 // no-op one, whose spans cost next to nothing.
-var tracer = otel.Tracer("github.com/getorrery/orrery/kernel")
+//
+// It is looked up at each use, not once, so that the provider installed
+// last is the one used (a benchmark compares tracing on and off in one
+// process this way).
+func tracer() trace.Tracer { return otel.Tracer("github.com/getorrery/orrery/kernel") }
 
 // runSpanName is the span of a run, after the GenAI conventions'
 // invoke_agent operation.
@@ -45,7 +49,7 @@ func commitSpan(parent trace.SpanContext, start time.Time, frames []Frame, err e
 	if len(frames) > 0 {
 		attrs = append(attrs, attribute.Int64("orrery.store.first_seq", int64(frames[0].Seq)), attribute.Int64("orrery.store.last_seq", int64(frames[len(frames)-1].Seq)))
 	}
-	_, span := tracer.Start(trace.ContextWithSpanContext(context.Background(), parent), commitSpanName,
+	_, span := tracer().Start(trace.ContextWithSpanContext(context.Background(), parent), commitSpanName,
 		trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	if err != nil {
 		span.SetAttributes(attribute.String("error.type", "store_failed"))
