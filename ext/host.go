@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -112,6 +113,36 @@ type Host struct {
 	refused    map[string]error // what the kernel refused of each manifest's components
 	closed     bool
 	wg         sync.WaitGroup
+
+	countsMu sync.Mutex
+	counts   map[string]ProcessCounts // by extension name
+}
+
+// ProcessCounts is what one extension's processes did since the host
+// started, over every session.
+type ProcessCounts struct {
+	// Starts counts processes started; Crashes those that stopped
+	// without being asked to (an exit, a hang, a broken protocol), each
+	// followed by a restart unless the supervisor gave up.
+	Starts, Crashes int
+}
+
+// Counts returns each extension's process counts, by name.
+func (h *Host) Counts() map[string]ProcessCounts {
+	h.countsMu.Lock()
+	defer h.countsMu.Unlock()
+	return maps.Clone(h.counts)
+}
+
+func (h *Host) count(name string, f func(*ProcessCounts)) {
+	h.countsMu.Lock()
+	defer h.countsMu.Unlock()
+	if h.counts == nil {
+		h.counts = map[string]ProcessCounts{}
+	}
+	c := h.counts[name]
+	f(&c)
+	h.counts[name] = c
 }
 
 var _ kernel.IntentHandler = (*Host)(nil)

@@ -484,6 +484,9 @@ func TestCrashAndRestart(t *testing.T) {
 	if st.Restarts != 1 || !strings.Contains(st.Error, "exit status 2") {
 		t.Errorf("List() = %+v, want rogue running after 1 restart, naming why it stopped", st)
 	}
+	if got := w.h.Counts(); got["rogue"] != (ext.ProcessCounts{Starts: 2, Crashes: 1}) {
+		t.Errorf("Counts() = %+v, want rogue started twice, crashed once", got)
+	}
 }
 
 // waitState waits until the session's one extension is in state.

@@ -218,6 +218,7 @@ func (in *Instance) spawnLocked() (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return p, fmt.Errorf("start extension %s: %w; check [extension] command in %s", x.Name, err, filepath.Join(in.m.Dir, ManifestFile))
 	}
+	in.h.count(x.Name, func(c *ProcessCounts) { c.Starts++ })
 	// The session stays loaded while its extension's process runs.
 	p.release = in.s.Hold()
 	in.log.Info("extension started", "pid", cmd.Process.Pid)
@@ -310,6 +311,7 @@ func (in *Instance) stopped(p *process, err error) {
 		return
 	}
 	in.lastErr = why
+	in.h.count(in.m.Extension.Name, func(c *ProcessCounts) { c.Crashes++ })
 	stable := time.Since(p.started) > time.Minute
 	if stable {
 		in.restarts = 0

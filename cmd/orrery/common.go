@@ -209,6 +209,17 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 			}
 			return n
 		})
+		counts := func(f func(ext.ProcessCounts) int) func() map[string]int {
+			return func() map[string]int {
+				n := map[string]int{}
+				for name, c := range host.Counts() {
+					n[name] = f(c)
+				}
+				return n
+			}
+		}
+		met.Counter("orrery_extension_process_starts_total", "Extension processes started, by extension.", "extension", counts(func(c ext.ProcessCounts) int { return c.Starts }))
+		met.Counter("orrery_extension_process_crashes_total", "Extension processes that stopped without being asked to (exited, hung, broke the protocol), by extension.", "extension", counts(func(c ext.ProcessCounts) int { return c.Crashes }))
 		met.Gauge("orrery_extension_restarts", "Restarts in a row of the extensions, summed by state: the supervisor's count since each one last ran stably.", "state", func() map[string]int {
 			n := map[string]int{}
 			for _, st := range host.List("") {
