@@ -31,14 +31,15 @@ import (
 
 // BenchmarkFanout streams one session's text deltas at cfg.Rate frames/s to
 // cfg.Subs subscribers over SSE (GET /events?since=<head>) and WebSocket
-// (GET /ws, session.attach with since), beside the stdlib ceiling in the
-// same run. Latency runs from the stamp in the delta's text, taken as the
+// (GET /ws, session.attach with since: one object a message, and with a
+// hello that asks for batches), beside the stdlib ceiling in the same run. Latency runs from the stamp in the delta's text, taken as the
 // delta is handed to the provider (before the kernel sequences, encodes,
 // commits and publishes it), to a subscriber reading its bytes.
 func BenchmarkFanout(b *testing.B) {
 	cfg := fanout.ConfigFromEnv()
 	b.Run("orrery-sse", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "sse")) })
 	b.Run("orrery-ws", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "ws")) })
+	b.Run("orrery-ws-batch", func(b *testing.B) { fanout.Run(b, cfg, orreryFanout(b, "ws-batch")) })
 	b.Run("ceiling-sse", func(b *testing.B) { fanout.Run(b, cfg, fanout.NewCeilingSSE(b).System()) })
 	b.Run("ceiling-ws", func(b *testing.B) { fanout.Run(b, cfg, fanout.NewCeilingWS(b).System()) })
 }
@@ -154,9 +155,15 @@ func orreryFanout(b *testing.B, transport string, opts ...func(*kernel.Config)) 
 		}
 	}
 	sys := fanout.System{Publish: publish, Probe: probe}
-	if transport == "ws" {
+	switch transport {
+	case "ws":
+		// One object a message, as a client that sends no hello gets.
 		sys.Subscribers = wsSubscribers(r.http.URL, attachRequest("fanout", base))
-	} else {
+	case "ws-batch":
+		// A hello that asks for batches, as the Go client sends.
+		hello := append([]byte(`{"t":"hello","id":"h","batch":true}`+"\n"), attachRequest("fanout", base)...)
+		sys.Subscribers = wsSubscribers(r.http.URL, hello)
+	default:
 		// The handler subscribes before it answers: the headers mean the
 		// subscription is live.
 		sys.Subscribers = fanout.Subscribers{Transport: "sse", URL: r.http.URL + "/events?session=fanout&since=" + strconv.FormatUint(base, 10)}

@@ -226,7 +226,9 @@ func (c *Client) dialWire(ctx context.Context) (*wire, protocol.HelloReply, erro
 		go wl.keepalive(w.done)
 	}
 
-	hello := &protocol.Hello{Envelope: protocol.Envelope{T: "hello", ID: c.nextID()}, Token: c.opts.Token, Client: c.opts.Client, Draws: c.opts.Draws}
+	// Batches: the link splits a message on newlines (a pipe's lines
+	// never hold one), and a busy stream costs fewer messages.
+	hello := &protocol.Hello{Envelope: protocol.Envelope{T: "hello", ID: c.nextID()}, Token: c.opts.Token, Client: c.opts.Client, Draws: c.opts.Draws, Batch: true}
 	body, err := json.Marshal(hello)
 	if err == nil {
 		var value json.RawMessage

@@ -413,6 +413,7 @@ export interface Hello {
   token?: string;
   client?: string;
   draws?: string[];
+  batch?: boolean;
 }
 
 export interface HubPost {

@@ -141,6 +141,11 @@ type Hello struct {
 	Token  string   `json:"token,omitempty"`
 	Client string   `json:"client,omitempty"`
 	Draws  []string `json:"draws,omitempty"`
+	// Batch asks a WebSocket to carry several objects in one message,
+	// separated by "\n", when the server has several to send at once.
+	// Without it each message is one JSON object. A pipe carries one
+	// object a line either way.
+	Batch bool `json:"batch,omitempty"`
 }
 
 // HelloReply is the value of a Hello reply.

@@ -287,6 +287,9 @@ func (c *conn) hello(h *protocol.Hello) error {
 		return c.refuse(closeRefused, h.ID, errors.New(errNoConsentRight))
 	}
 	c.client, c.draws = h.Client, h.Draws
+	if b, ok := c.t.(interface{ batches() }); ok && h.Batch {
+		b.batches()
+	}
 	c.s.takeSeat(c)
 	c.reply(h.ID, protocol.HelloReply{Node: c.s.cfg.Node, Version: orrery.Version, Protocol: protocol.ProtocolVersion}, nil)
 	return nil

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -11,13 +15,15 @@ import (
 )
 
 // handleWS serves GET /ws: the request protocol over a WebSocket. Each
-// WebSocket message carries one JSON object, or several separated by "\n"
-// when the server writes a batch (split on newlines to read them). A
+// WebSocket message carries one JSON object, or, once the client's hello
+// asked for batches (hello {batch: true}), possibly several separated by
+// "\n" (split on newlines to read them). A
 // client off loopback authenticates with a token in the upgrade request, or
 // with hello {token} as its first message.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	p := peerOf(r.Context())
-	c, err := s.acceptWS(w, r)
+	cw := &corkingWriter{ResponseWriter: w}
+	c, err := s.acceptWS(cw, r)
 	if err != nil {
 		s.log.Info("websocket upgrade failed", "err", err)
 		return
@@ -27,7 +33,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	t := &wsTransport{c: c, ping: s.cfg.PingInterval}
+	t := &wsTransport{c: c, ping: s.cfg.PingInterval, cork: cw.conn}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go t.keepalive(ctx)
@@ -51,7 +57,16 @@ func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) (*websocket.Co
 type wsTransport struct {
 	c    *websocket.Conn
 	ping time.Duration
+	// batch is set once the client's hello asked for several objects in
+	// one message.
+	batch atomic.Bool
+	// cork is the connection under c, which holds a batch's messages
+	// for one write (nil if the upgrade did not go through it).
+	cork *corkedConn
 }
+
+// batches lets several objects share a message from now on.
+func (t *wsTransport) batches() { t.batch.Store(true) }
 
 func (t *wsTransport) kind() string { return "ws" }
 
@@ -89,6 +104,23 @@ func (t *wsTransport) write(msgs [][]byte) error {
 	ctx := context.Background()
 	if len(msgs) == 1 {
 		return t.c.Write(ctx, websocket.MessageText, msgs[0])
+	}
+	if !t.batch.Load() {
+		// One object a message: the messages go out in one write to the
+		// socket all the same (coder/websocket flushes each message).
+		if t.cork != nil {
+			t.cork.cork()
+		}
+		var err error
+		for _, m := range msgs {
+			if err = t.c.Write(ctx, websocket.MessageText, m); err != nil {
+				break
+			}
+		}
+		if t.cork != nil {
+			err = errors.Join(err, t.cork.uncork())
+		}
+		return err
 	}
 	buf := bufPool.Get().(*[]byte)
 	defer func() {
@@ -145,4 +177,76 @@ func (t *wsTransport) keepalive(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// corkingWriter is the ResponseWriter a WebSocket is accepted through: its
+// Hijack hands coder/websocket a corkedConn over the connection.
+type corkingWriter struct {
+	http.ResponseWriter
+	conn *corkedConn
+}
+
+// Hijack implements http.Hijacker, reaching the server's own through any
+// wrapper of the ResponseWriter.
+func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.conn = &corkedConn{Conn: nc}
+	// coder/websocket writes through brw.Writer, which the server made
+	// over the connection itself: it writes through the cork instead.
+	if err := brw.Writer.Flush(); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	brw.Writer.Reset(w.conn)
+	return w.conn, brw, nil
+}
+
+// corkedConn is a connection that, while corked, keeps what is written to
+// it and sends it in one write when uncorked: the several messages of one
+// batch (each flushed by coder/websocket on its own) cost one syscall.
+// Uncorked, writes go straight through.
+type corkedConn struct {
+	net.Conn
+	mu     sync.Mutex // guards corked and buf, and orders the writes
+	corked bool
+	buf    *[]byte // from bufPool while corked
+}
+
+// Write implements net.Conn.
+func (c *corkedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked {
+		*c.buf = append(*c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkedConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.buf = bufPool.Get().(*[]byte)
+	c.mu.Unlock()
+}
+
+// uncork writes what was kept, and lets writes through again.
+func (c *corkedConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	buf := c.buf
+	c.buf = nil
+	var err error
+	if len(*buf) > 0 {
+		_, err = c.Conn.Write(*buf)
+	}
+	*buf = (*buf)[:0]
+	if cap(*buf) <= 1<<20 {
+		bufPool.Put(buf)
+	}
+	return err
 }

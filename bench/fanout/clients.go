@@ -120,7 +120,8 @@ type WSConn struct {
 
 // WSOptions say how a WebSocket subscriber attaches.
 type WSOptions struct {
-	// Hello is sent once connected (an attach or connect request), if set.
+	// Hello is sent once connected (an attach or connect request), if set;
+	// each of its lines as a message of its own.
 	Hello []byte
 	// Ready, if set, is called on each line received after Hello until it
 	// returns true or an error; those lines are not counted.
@@ -140,9 +141,12 @@ func DialWS(ctx context.Context, url string, o WSOptions) (*WSConn, error) {
 	c.SetReadLimit(-1)
 	w := &WSConn{c: c, pong: o.Pong}
 	if o.Hello != nil {
-		if err := c.Write(ctx, websocket.MessageText, o.Hello); err != nil {
-			c.CloseNow()
-			return nil, err
+		// Each line of Hello is a message of its own (hello, then attach).
+		for m := range bytes.SplitSeq(o.Hello, []byte("\n")) {
+			if err := c.Write(ctx, websocket.MessageText, m); err != nil {
+				c.CloseNow()
+				return nil, err
+			}
 		}
 	}
 	for o.Ready != nil {
