@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,20 @@ func writeOAError(w http.ResponseWriter, status int, param, code, msg string) {
 	}
 	writeJSON(w, status, oaError{Error: oaErrorBody{Message: msg, Type: typ, Param: param, Code: code}})
 }
+
+// writeTurnError answers a request whose turn ran and failed: a
+// server_error, though its status is not 5xx, with x-should-retry false
+// (noRetry).
+func writeTurnError(w http.ResponseWriter, status int, code, msg string) {
+	noRetry(w)
+	writeJSON(w, status, oaError{Error: oaErrorBody{Message: msg, Type: "server_error", Code: code}})
+}
+
+// noRetry tells OpenAI's SDKs not to retry the request answered with an
+// error: its turn ran, with whatever side effects its tools had, and a
+// retry would run it again. (They retry 408, 409, 429 and 5xx by default,
+// unless x-should-retry says otherwise.)
+func noRetry(w http.ResponseWriter) { w.Header().Set("x-should-retry", "false") }
 
 // chatRequest is the part of a chat completion request Orrery reads; other
 // fields (temperature, max_tokens, tool_choice …) are accepted and ignored.
@@ -231,18 +247,37 @@ func (req *chatRequest) tools() []protocol.Tool {
 // handleModels serves GET /v1/models: "orrery" (the default model) and
 // every name in Config.Models.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
 	names := append([]string{DefaultModelName}, s.cfg.Models...)
-	data := make([]model, 0, len(names))
+	data := make([]oaModel, 0, len(names))
 	for _, n := range names {
-		data = append(data, model{ID: n, Object: "model", OwnedBy: "orrery"})
+		data = append(data, oaModel{ID: n, Object: "model", OwnedBy: "orrery"})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// oaModel is a model as GET /v1/models lists it.
+type oaModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// handleModel serves GET /v1/models/{id}: one model of the list, or
+// OpenAI's 404 model_not_found.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == DefaultModelName || slices.Contains(s.cfg.Models, id) {
+		writeJSON(w, http.StatusOK, oaModel{ID: id, Object: "model", OwnedBy: "orrery"})
+		return
+	}
+	writeOAError(w, http.StatusNotFound, "model", "model_not_found", fmt.Sprintf("The model %q does not exist: GET /v1/models lists the models this server has", id))
+}
+
+// handleV1NotFound answers a /v1 route Orrery does not serve in OpenAI's
+// error shape, which OpenAI's SDKs read.
+func (s *Server) handleV1NotFound(w http.ResponseWriter, r *http.Request) {
+	writeOAError(w, http.StatusNotFound, "", "unknown_url", fmt.Sprintf("Orrery serves no %s %s: it serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{id}", r.Method, r.URL.Path))
 }
 
 // handleChat serves POST /v1/chat/completions.
@@ -258,6 +293,39 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		errors.As(err, &bad)
 		writeOAError(w, http.StatusBadRequest, bad.param, "invalid_request", bad.msg)
 		return
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > 255 {
+			writeOAError(w, http.StatusBadRequest, "", "invalid_request", "the Idempotency-Key header is longer than 255 characters: send a shorter key (a UUID, say)")
+			return
+		}
+		// Keys are the caller's own: another token holder's key is another
+		// key.
+		p := peerOf(r.Context())
+		scoped := p.token + "\x00" + key
+		for {
+			e, first := s.idem.begin(scoped, body)
+			if first {
+				rec := &idemRecorder{ResponseWriter: w}
+				defer s.idem.finish(scoped, e, rec)
+				w = rec
+				break
+			}
+			if e.sum != sha256.Sum256(body) {
+				writeOAError(w, http.StatusUnprocessableEntity, "", "idempotency_key_reused", "this Idempotency-Key was sent with another request body: send a new key for a new request")
+				return
+			}
+			select {
+			case <-e.done:
+			case <-r.Context().Done():
+				return
+			}
+			if e.kept {
+				e.replay(w)
+				return
+			}
+			// The first never started its turn: this one may.
+		}
 	}
 	sess, fresh, err := s.chatSession(r, req)
 	if err != nil {
@@ -278,9 +346,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := res.Sub
 	defer sub.Close()
+	if rec, ok := w.(*idemRecorder); ok {
+		rec.turned = true
+	}
 	if !s.track() {
 		sess.Cancel(context.WithoutCancel(r.Context()), res.RunID)
-		writeOAError(w, http.StatusServiceUnavailable, "", "shutting_down", "the server is shutting down: retry in a moment")
+		// The turn began (its message is logged): a retry would log it
+		// again.
+		noRetry(w)
+		writeOAError(w, http.StatusServiceUnavailable, "", "shutting_down", "the server is shutting down: send the request again in a moment")
 		return
 	}
 	defer s.wg.Done()
@@ -534,11 +608,11 @@ func (s *Server) answerChat(ctx context.Context, w http.ResponseWriter, sub *ker
 		return c.terminal, nil
 	})
 	if err != nil {
-		writeOAError(w, http.StatusServiceUnavailable, "", "interrupted", "the run ended before its answer: "+err.Error()+"; retry the request")
+		writeTurnError(w, http.StatusConflict, "interrupted", "the run ended before its answer: "+err.Error()+"; send the request again to run a new turn")
 		return err
 	}
 	if c.failure != nil {
-		writeOAError(w, http.StatusBadGateway, "", c.failure.Code, "the agent's run failed: "+c.failure.Message)
+		writeTurnError(w, http.StatusUnprocessableEntity, c.failure.Code, "the agent's run failed: "+c.failure.Message)
 		return nil
 	}
 	type toolCall struct {

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/getorrery/orrery/agent/provider/script"
+	"github.com/getorrery/orrery/server"
 )
 
 // oaClient is the official OpenAI SDK pointed at the harness.
@@ -266,5 +270,146 @@ func TestChatAuth(t *testing.T) {
 		case !tc.want && (!errors.As(err, &apiErr) || apiErr.StatusCode != 401):
 			t.Errorf("Models.List() with key %q = %v, want a 401 *openai.Error", tc.key, err)
 		}
+	}
+}
+
+// countChats counts the POST /v1/chat/completions requests that reach the
+// harness's server, retries included.
+func countChats(h *harness) *atomic.Int64 {
+	var n atomic.Int64
+	next := h.client.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	h.client = &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			n.Add(1)
+		}
+		return next.RoundTrip(r)
+	})}
+	return &n
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestChatFailedTurnIsNotRetried: a turn that ran and failed is answered
+// with 422, OpenAI's error shape and x-should-retry: false, so the
+// official SDK with its default retries sends the request once and the
+// session logs the user's message once.
+func TestChatFailedTurnIsNotRetried(t *testing.T) {
+	h := newHarness(t)
+	posts := countChats(h)
+	model := writeScript(t, script.Turn{Error: "the provider fell over"})
+	client := openai.NewClient(option.WithBaseURL(h.url+"/v1/"), option.WithAPIKey("unused-on-loopback"), option.WithHTTPClient(h.client))
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    openai.ChatModel(model),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("do something with side effects")},
+	})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(oe.Message, "the agent's run failed") {
+		t.Fatalf("a failed turn = %v, want a 422 *openai.Error saying the run failed", err)
+	}
+	if got := oe.Response.Header.Get("x-should-retry"); got != "false" {
+		t.Errorf("x-should-retry = %q, want false", got)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("the SDK sent the request %d times, want once", n)
+	}
+}
+
+// TestChatModel: GET /v1/models/{id} answers a model the list has, and a
+// model or route it does not have gets OpenAI's 404 shape, which the SDK
+// reads as *openai.Error.
+func TestChatModel(t *testing.T) {
+	h := newHarness(t)
+	client := h.oaClient()
+	m, err := client.Models.Get(context.Background(), "orrery")
+	if err != nil || m.ID != "orrery" || m.Object != "model" {
+		t.Fatalf("Models.Get(orrery) = %+v, %v", m, err)
+	}
+	_, err = client.Models.Get(context.Background(), "nope")
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != http.StatusNotFound || oe.Code != "model_not_found" || oe.Param != "model" {
+		t.Errorf("Models.Get(nope) = %v, want 404 model_not_found", err)
+	}
+	_, err = client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "orrery", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+	if !errors.As(err, &oe) || oe.StatusCode != http.StatusNotFound || oe.Code != "unknown_url" || !strings.Contains(oe.Message, "POST /v1/chat/completions") {
+		t.Errorf("an embeddings request = %v, want OpenAI's 404 naming what is served", err)
+	}
+}
+
+// TestChatIdempotencyKey: requests with the same Idempotency-Key, sent at
+// once while the first one's turn runs, all get its answer, and only one
+// turn runs; the key with another body is refused; another key runs anew.
+func TestChatIdempotencyKey(t *testing.T) {
+	h := newHarness(t)
+	model := writeScript(t, script.Turn{Text: []string{"slow ", "answer"}, DelayMS: 200}, script.Turn{Text: []string{"second"}})
+	send := func(key, text string) (int, http.Header, string) {
+		body, _ := json.Marshal(map[string]any{"model": model, "user": "idem", "messages": []map[string]string{{"role": "user", "content": text}}})
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, nil, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	type answer struct {
+		code     int
+		body     string
+		replayed bool
+		session  string
+	}
+	answers := make([]answer, 3)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			code, hdr, body := send("k1", "hello")
+			answers[i] = answer{code, body, hdr.Get("Idempotent-Replayed") == "true", hdr.Get(server.SessionHeader)}
+		})
+	}
+	wg.Wait()
+	replayed := 0
+	for _, a := range answers {
+		if a.code != http.StatusOK || a.body != answers[0].body {
+			t.Errorf("answers %+v: want the same 200 answer three times", answers)
+			break
+		}
+		if a.replayed {
+			replayed++
+		}
+	}
+	if replayed != 2 {
+		t.Errorf("%d answers were replayed, want 2 of 3", replayed)
+	}
+	runs := func() int {
+		var read struct {
+			Frames []struct {
+				Type string `json:"type"`
+			} `json:"frames"`
+		}
+		h.control(t, map[string]any{"t": "session.read", "id": "r", "session": answers[0].session}, &read)
+		n := 0
+		for _, f := range read.Frames {
+			if f.Type == "RUN_STARTED" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("%d turns ran, want 1", n)
+	}
+	if code, _, body := send("k1", "something else"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "idempotency_key_reused") {
+		t.Errorf("the key with another body = %d %s, want 422 idempotency_key_reused", code, body)
+	}
+	if code, _, _ := send("k2", "hello"); code != http.StatusOK || runs() != 2 {
+		t.Errorf("a new key = %d with %d turns, want a second turn", code, runs())
 	}
 }

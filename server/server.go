@@ -154,10 +154,13 @@ const DefaultPingInterval = 20 * time.Second
 // Server serves the HTTP routes. It tracks its own streams, which
 // http.Server.Shutdown does not wait for: Close ends them.
 type Server struct {
-	cfg Config
-	k   *kernel.Kernel
-	log *slog.Logger
-	mux *http.ServeMux
+	// idem remembers the answers of /v1 requests that gave an
+	// Idempotency-Key.
+	idem idempotency
+	cfg  Config
+	k    *kernel.Kernel
+	log  *slog.Logger
+	mux  *http.ServeMux
 
 	// subscribers counts the streams open by transport (Subscribers); its
 	// keys are fixed in New.
@@ -265,6 +268,8 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /acp/ws", s.handleOri)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /v1/models/{id}", s.handleModel)
+	s.mux.HandleFunc("/v1/", s.handleV1NotFound)
 	s.mux.HandleFunc("GET /api/live", s.handleLive)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s
