@@ -836,3 +836,82 @@ func TestProjectContext(t *testing.T) {
 		t.Errorf("Projector.Updates(orrery.context) = %s, want one usage_update with used 12 and size 100", ups)
 	}
 }
+
+// TestClaudeShapedToolCall: a call announced as "Terminal" with {} and
+// refined by tool_call_updates (as Claude Code's adapter does) reaches
+// clients with its command as its name and its final input as its only
+// arguments, and the consent rules read that command.
+func TestClaudeShapedToolCall(t *testing.T) {
+	rules := consent.Rules{Allow: []string{"shell(git status*)"}}
+	e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
+	tr := e.start(t, kernel.SendInput{Text: "claude git status --short"}, consentClient)
+	tr.end()
+	if got := text(tr.events); got != "chose yes" {
+		t.Fatalf("text = %q, want the allow rule on git status to answer", got)
+	}
+	var starts []*protocol.ToolCallStart
+	var args []string
+	var results []*protocol.ToolCallResult
+	for _, ev := range tr.events {
+		switch ev := ev.(type) {
+		case *protocol.ToolCallStart:
+			starts = append(starts, ev)
+		case *protocol.ToolCallArgs:
+			args = append(args, ev.Delta)
+		case *protocol.ToolCallResult:
+			results = append(results, ev)
+		}
+	}
+	if len(starts) != 1 || starts[0].ToolCallName != "git status --short" {
+		t.Errorf("TOOL_CALL_STARTs %v, want one named for the command", starts)
+	}
+	if len(args) != 1 || args[0] != `{"command":"git status --short","description":"Run it"}` {
+		t.Errorf("TOOL_CALL_ARGS %q, want the final input once", args)
+	}
+	if len(results) != 1 || results[0].Content.String() != "ran" {
+		t.Errorf("results %v, want the agent's one result", results)
+	}
+}
+
+// TestGeminiShapedPermission: a permission for an unannounced call whose
+// command is only its title (as Gemini CLI asks) is judged by the rules as
+// that command line; a denied call the agent never reports again still
+// gets its TOOL_CALL_RESULT, denied, before the run ends.
+func TestGeminiShapedPermission(t *testing.T) {
+	rules := consent.Rules{Allow: []string{"shell(git status*)"}, Deny: []string{"shell(rm -rf*)"}}
+	for _, tc := range []struct {
+		command, text, status string
+	}{
+		{"git status", "chose yes", "ok"},
+		{"rm -rf build", "chose no", "denied"},
+	} {
+		t.Run(tc.command, func(t *testing.T) {
+			e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
+			tr := e.start(t, kernel.SendInput{Text: "gemini " + tc.command}, consentClient)
+			tr.end()
+			if got := text(tr.events); got != tc.text {
+				t.Errorf("text = %q, want %q: the rules decide by the title's command", got, tc.text)
+			}
+			if n := len(customs(tr.events, kernel.ConsentRequestedEvent)); n > 0 {
+				t.Errorf("%d questions placed, want the rules to decide", n)
+			}
+			var result *protocol.ToolCallResult
+			for i, ev := range tr.events {
+				if r, ok := ev.(*protocol.ToolCallResult); ok {
+					result = r
+					if i > len(tr.events)-2 {
+						t.Error("the result is not before the run's end")
+					}
+				}
+			}
+			if result == nil {
+				t.Fatalf("no TOOL_CALL_RESULT in %v", types(tr.events))
+			}
+			var outcome struct{ Status string }
+			_ = json.Unmarshal(result.Orrery().Outcome, &outcome)
+			if outcome.Status != tc.status {
+				t.Errorf("the call's outcome is %q, want %q", outcome.Status, tc.status)
+			}
+		})
+	}
+}

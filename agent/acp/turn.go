@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -31,15 +33,66 @@ type turn struct {
 	costKnown bool
 }
 
-// callState is what the turn knows of one tool call.
+// callState is what the turn knows of one tool call: the agent's latest
+// view of it, each field as the last update that carried it said.
 type callState struct {
-	id       string
-	title    string
-	kind     string
+	id        string
+	title     string
+	kind      string
+	rawInput  json.RawMessage
+	locations []location
+	content   json.RawMessage
+	// started: TOOL_CALL_START, its arguments and TOOL_CALL_END are sent.
+	// They wait until the call settles (a permission is asked for it, or
+	// its status leaves pending), since agents refine a call's title and
+	// input after announcing it (Claude Code announces "Terminal" with {}
+	// and sends the command in a tool_call_update).
+	started  bool
 	resulted bool // TOOL_CALL_RESULT sent
-	// first is the call as first announced: what a permission request
-	// that names only the call's id is about.
-	first updateFields
+	denied   bool // Orrery's gate refused the call's permission
+}
+
+// merge takes what u says of the call.
+func (c *callState) merge(u updateFields) {
+	if u.Title != nil && *u.Title != "" {
+		c.title = *u.Title
+	}
+	if u.Kind != nil && *u.Kind != "" {
+		c.kind = *u.Kind
+	}
+	if len(u.RawInput) > 0 && string(u.RawInput) != "null" {
+		c.rawInput = u.RawInput
+	}
+	if len(u.Locations) > 0 {
+		c.locations = u.Locations
+	}
+	if len(u.Content) > 0 && string(u.Content) != "null" {
+		c.content = u.Content
+	}
+}
+
+// view is the call as an update that says everything the turn knows.
+func (c *callState) view() updateFields {
+	title, kind := c.title, c.kind
+	return updateFields{ToolCallID: c.id, Title: &title, Kind: &kind, RawInput: c.rawInput, Locations: c.locations, Content: c.content}
+}
+
+// start returns the call's TOOL_CALL_START, arguments and END as the
+// agent's latest view has them, once.
+func (c *callState) start() []protocol.Event {
+	if c.started {
+		return nil
+	}
+	c.started = true
+	name := c.title
+	if name == "" {
+		name = c.kind
+	}
+	evs := []protocol.Event{&protocol.ToolCallStart{ToolCallID: c.id, ToolCallName: name}}
+	if len(c.rawInput) > 0 {
+		evs = append(evs, &protocol.ToolCallArgs{ToolCallID: c.id, Delta: string(c.rawInput)})
+	}
+	return append(evs, &protocol.ToolCallEnd{ToolCallID: c.id})
 }
 
 func newTurn(a *Agent, p *proc, in agent.RunInput, ctx context.Context) *turn {
@@ -213,30 +266,11 @@ func (t *turn) toolCall(u updateFields) []protocol.Event {
 	c := t.calls[u.ToolCallID]
 	if c == nil {
 		c = &callState{id: u.ToolCallID, kind: "other"}
-		if u.Title != nil {
-			c.title = *u.Title
-		}
-		if u.Kind != nil && *u.Kind != "" {
-			c.kind = *u.Kind
-		}
 		t.calls[c.id] = c
-		name := c.title
-		if name == "" {
-			name = c.kind
-		}
-		evs = append(evs, &protocol.ToolCallStart{ToolCallID: c.id, ToolCallName: name})
-		if len(u.RawInput) > 0 && string(u.RawInput) != "null" {
-			evs = append(evs, &protocol.ToolCallArgs{ToolCallID: c.id, Delta: string(u.RawInput)})
-		}
-		evs = append(evs, &protocol.ToolCallEnd{ToolCallID: c.id})
-		c.first = u
-	} else {
-		if u.Title != nil && *u.Title != "" {
-			c.title = *u.Title
-		}
-		if u.Kind != nil && *u.Kind != "" {
-			c.kind = *u.Kind
-		}
+	}
+	c.merge(u)
+	if u.Status != nil && *u.Status != "" && *u.Status != "pending" {
+		evs = append(evs, c.start()...)
 	}
 	var text string
 	if len(u.Content) > 0 && string(u.Content) != "null" {
@@ -247,6 +281,7 @@ func (t *turn) toolCall(u updateFields) []protocol.Event {
 		}
 	}
 	if u.Status != nil && (*u.Status == "completed" || *u.Status == "failed") && !c.resulted {
+		evs = append(evs, c.start()...)
 		c.resulted = true
 		status := "ok"
 		if *u.Status == "failed" {
@@ -380,6 +415,24 @@ func (t *turn) closeAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	evs := append(t.closeText(), t.closeReasoning()...)
+	// A call the agent announced and never reported the end of is shown
+	// and closed: denied when Orrery's gate refused it, else abandoned.
+	ids := slices.Sorted(maps.Keys(t.calls))
+	for _, id := range ids {
+		c := t.calls[id]
+		if c.resulted {
+			continue
+		}
+		evs = append(evs, c.start()...)
+		c.resulted = true
+		status, why := "abandoned", "the agent ended its turn without reporting this call's result"
+		if c.denied {
+			status, why = "denied", "the call was denied, and the agent did not report it"
+		}
+		res := &protocol.ToolCallResult{MessageID: t.in.Turn.NewID("tool"), ToolCallID: c.id, Content: protocol.TextContent(why), Role: protocol.RoleTool}
+		res.Orrery().Outcome = json.RawMessage(`{"status":"` + status + `"}`)
+		evs = append(evs, res)
+	}
 	if len(evs) > 0 {
 		_ = t.in.Turn.Emit(context.WithoutCancel(t.ctx), evs...)
 	}
@@ -405,28 +458,16 @@ func (t *turn) permission(p *proc, m *Message) {
 	}
 	var u updateFields
 	_ = json.Unmarshal(req.ToolCall, &u)
+	var call *callState
 	if u.ToolCallID != "" {
+		// The question is about the agent's latest view of the call: what
+		// the request says, over what its updates said.
 		t.mu.Lock()
-		if t.calls[u.ToolCallID] == nil {
-			t.emit(nil, t.toolCall(updateFields{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind, RawInput: u.RawInput, Content: u.Content, Locations: u.Locations})...)
-		}
-		if c := t.calls[u.ToolCallID]; c != nil {
-			if u.Title == nil || *u.Title == "" {
-				u.Title = &c.title
-			}
-			if u.Kind == nil || *u.Kind == "" {
-				u.Kind = &c.kind
-			}
-			if len(u.RawInput) == 0 {
-				u.RawInput = c.first.RawInput
-			}
-			if len(u.Locations) == 0 {
-				u.Locations = c.first.Locations
-			}
-			if len(u.Content) == 0 {
-				u.Content = c.first.Content
-			}
-		}
+		evs := t.toolCall(updateFields{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.Kind, RawInput: u.RawInput, Content: u.Content, Locations: u.Locations})
+		call = t.calls[u.ToolCallID]
+		evs = append(evs, call.start()...)
+		t.emit(nil, evs...)
+		u = call.view()
 		t.mu.Unlock()
 	}
 	q := t.question(u, req.Options, m.Params)
@@ -442,6 +483,11 @@ func (t *turn) permission(p *proc, m *Message) {
 			return
 		}
 		ans, err := asker.AskPermission(ctx, q)
+		if call != nil && err == nil && !ans.Allow && !optionAllows(req.Options, ans.Option) {
+			t.mu.Lock()
+			call.denied = true
+			t.mu.Unlock()
+		}
 		switch {
 		case err != nil || t.ctx.Err() != nil:
 			perm.finish(cancelledOutcome)
@@ -457,6 +503,16 @@ func (t *turn) permission(p *proc, m *Message) {
 			perm.finish(failClosed(m.Params))
 		}
 	}()
+}
+
+// optionAllows reports whether id names one of opts that allows.
+func optionAllows(opts []permissionOption, id string) bool {
+	for _, o := range opts {
+		if o.OptionID == id {
+			return strings.HasPrefix(o.Kind, "allow")
+		}
+	}
+	return false
 }
 
 // question is the consent question of a permission request: the tool call
@@ -487,6 +543,10 @@ func (t *turn) question(u updateFields, opts []permissionOption, raw json.RawMes
 		}
 		_ = json.Unmarshal(u.RawInput, &in)
 		switch c := in.Command.(type) {
+		case nil:
+			// No command in the input (Gemini puts it only in the title):
+			// the title is the command line the rules read.
+			q.Subject = strings.Trim(strings.TrimSpace(q.Title), "`")
 		case string:
 			q.Subject = c
 		case []any:

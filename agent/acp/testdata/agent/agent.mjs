@@ -6,6 +6,12 @@
 //   unannounced a permission for a tool call never announced
 //   execute     a permission to run the rest of the prompt as a command line
 //   argv        the same, with the rest of the prompt a JSON array: an argv
+//   claude      runs the rest of the prompt as Claude Code's adapter
+//               (claude-agent-acp 0.101) announces a Bash call: "Terminal"
+//               with {}, refined by tool_call_updates, then the permission
+//   gemini      asks to run the rest of the prompt as Gemini CLI does: a
+//               permission for an unannounced call whose command is only its
+//               title; a rejected call is never reported again
 //   wait        a permission that stays pending until the turn is cancelled
 //   withdraw    a permission the agent withdraws with $/cancel_request
 //   unknown     an update variant the schema does not know, kept raw
@@ -135,6 +141,36 @@ const app = agent({ name: "orrery-test-agent" })
           const res = await ask({ toolCallId: "call_v" });
           if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
           await say(`chose ${res.outcome.optionId}`);
+          return { stopReason: "end_turn" };
+        }
+        case "claude": {
+          const command = first.slice("claude ".length);
+          const id = "toolu_01";
+          // The stream's first sight of the tool use: no input yet.
+          await update({ sessionUpdate: "tool_call", toolCallId: id, title: "Terminal", kind: "execute", status: "pending", rawInput: {} });
+          // Refinements as the input streams in: rawInput grows.
+          await update({ sessionUpdate: "tool_call_update", toolCallId: id, title: command.slice(0, 3), rawInput: { command: command.slice(0, 3) } });
+          await update({ sessionUpdate: "tool_call_update", toolCallId: id, title: command, rawInput: { command, description: "Run it" } });
+          const res = await ask({ toolCallId: id, name: "Bash", status: "pending", rawInput: { command, description: "Run it" }, title: command, kind: "execute", content: [] });
+          if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
+          const allowed = res.outcome.optionId === "yes" || res.outcome.optionId === "always";
+          if (allowed) await update({ sessionUpdate: "tool_call_update", toolCallId: id, status: "in_progress" });
+          await update({ sessionUpdate: "tool_call_update", toolCallId: id, status: allowed ? "completed" : "failed",
+            content: [{ type: "content", content: { type: "text", text: allowed ? "ran" : "The user doesn't want to proceed with this tool use." } }] });
+          await say(`chose ${res.outcome.optionId}`, "msg_2");
+          return { stopReason: "end_turn" };
+        }
+        case "gemini": {
+          const command = first.slice("gemini ".length);
+          const id = "run_shell_command-1";
+          const res = await ask({ toolCallId: id, title: command, kind: "execute", status: "pending", content: [] });
+          if (res.outcome.outcome === "cancelled") return { stopReason: "cancelled" };
+          const allowed = res.outcome.optionId === "yes" || res.outcome.optionId === "always";
+          if (allowed) {
+            await update({ sessionUpdate: "tool_call_update", toolCallId: id, status: "completed",
+              content: [{ type: "content", content: { type: "text", text: "ran" } }] });
+          }
+          await say(`chose ${res.outcome.optionId}`, "msg_2");
           return { stopReason: "end_turn" };
         }
         case "wait": {
