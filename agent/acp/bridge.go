@@ -12,6 +12,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -358,7 +359,7 @@ func (a *Agent) Run(ctx context.Context, in agent.RunInput) agent.Result {
 			a.drop(p)
 			return agent.Result{Err: a.crashed(p, m.Error)}
 		}
-		return agent.Result{Err: a.rpcError("session/prompt", m.Error)}
+		return agent.Result{Err: a.rpcError(p, "session/prompt", m.Error)}
 	}
 	var res struct {
 		StopReason string `json:"stopReason"`
@@ -405,11 +406,22 @@ func (a *Agent) crashed(p *proc, cause error) error {
 }
 
 // rpcError turns an agent's error answer into a RUN_ERROR's error.
-func (a *Agent) rpcError(method string, e *RPCError) error {
+// The error's data (an agent's details) and the agent's last stderr lines
+// go in the message: the person sees them where the run failed, whatever
+// the log level.
+func (a *Agent) rpcError(p *proc, method string, e *RPCError) error {
 	if e.Code == CodeAuthRequired {
 		return &agent.Error{Code: "auth_required", Message: a.authMessage(e), Err: e}
 	}
-	return &agent.Error{Code: "agent_error", Message: fmt.Sprintf("the agent %s refused %s: %s; check the agent's own logs (Orrery logs its stderr), then try again", a.cfg.Name, method, e.Message), Err: e}
+	details := ""
+	if d := bytes.TrimSpace(e.Data); len(d) > 0 && string(d) != "null" {
+		var s string
+		if json.Unmarshal(d, &s) != nil {
+			s = string(d)
+		}
+		details = " (" + clip([]byte(s), 500) + ")"
+	}
+	return &agent.Error{Code: "agent_error", Message: fmt.Sprintf("the agent %s refused %s: %s%s%s; check the agent's own logs, then try again", a.cfg.Name, method, e.Message, details, p.lastWords()), Err: e}
 }
 
 func (a *Agent) authMessage(e *RPCError) string {
@@ -453,6 +465,25 @@ func (a *Agent) proc(ctx context.Context, in agent.RunInput) (*proc, error) {
 	return p, nil
 }
 
+// mcpServersFor is the configured MCP servers an agent can take: every
+// stdio one, which all agents support, and an HTTP or SSE one only when
+// its initialize advertised mcpCapabilities for that transport (an agent
+// given one it does not support may fail session/new). Each left out is
+// logged, naming the server.
+func (a *Agent) mcpServersFor(init initResult) []MCPServer {
+	out := make([]MCPServer, 0, len(a.cfg.MCPServers))
+	caps := init.AgentCapabilities.MCPCapabilities
+	for _, m := range a.cfg.MCPServers {
+		switch {
+		case m.Type == "", m.Type == "http" && caps.HTTP, m.Type == "sse" && caps.SSE:
+			out = append(out, m)
+		default:
+			a.log.Warn("acp: MCP server not given to the agent: it does not advertise the transport", "agent", a.cfg.Name, "mcp_server", m.Name, "transport", m.Type)
+		}
+	}
+	return out
+}
+
 // handshake runs initialize, then opens the session: session/resume or
 // session/load when an earlier agent session is recorded and the agent
 // offers them, else session/new.
@@ -474,10 +505,7 @@ func (a *Agent) handshake(ctx context.Context, p *proc, in agent.RunInput) error
 	if p.init.ProtocolVersion != ProtocolVersion {
 		return &agent.Error{Code: "agent_version", Message: fmt.Sprintf("the agent %s speaks ACP version %d and Orrery speaks version %d: use a release of the agent that supports ACP v1", a.cfg.Name, p.init.ProtocolVersion, ProtocolVersion)}
 	}
-	mcp := a.cfg.MCPServers
-	if mcp == nil {
-		mcp = []MCPServer{}
-	}
+	mcp := a.mcpServersFor(p.init)
 	cwd := in.Workspace.Root
 	var prev string
 	if a.cfg.Resume != nil {
@@ -528,7 +556,7 @@ func (a *Agent) handshake(ctx context.Context, p *proc, in agent.RunInput) error
 func (a *Agent) handshakeError(p *proc, method string, err error) error {
 	var re *RPCError
 	if errors.As(err, &re) && !p.dead() {
-		return a.rpcError(method, re)
+		return a.rpcError(p, method, re)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &agent.Error{Code: "agent_timeout", Message: fmt.Sprintf("the agent %s did not answer %s within %s: check that %s speaks ACP on stdio", a.cfg.Name, method, a.cfg.HandshakeTimeout, a.cfg.Command), Err: err}

@@ -711,24 +711,36 @@ func TestResumeAfterRestart(t *testing.T) {
 }
 
 // TestSessionNewCarriesCwdAndMCPServers: session/new gets the session's
-// workspace and Orrery's MCP servers in ACP's shape.
+// workspace and Orrery's MCP servers in ACP's shape: the stdio ones
+// always, an HTTP one only to an agent that advertises
+// mcpCapabilities.http.
 func TestSessionNewCarriesCwdAndMCPServers(t *testing.T) {
-	e := newEnv(t, nil, func(_ *kernel.Config, a *acp.Config) {
-		a.MCPServers = []acp.MCPServer{
-			{Name: "docs", Command: "docs-server", Args: []string{"--root", "/srv"}, Env: []acp.NameVal{{Name: "TOKEN", Value: "t"}}},
-			{Type: "http", Name: "web", URL: "http://127.0.0.1:8931/mcp"},
+	const stdio = `{"name":"docs","command":"docs-server","args":["--root","/srv"],"env":[{"name":"TOKEN","value":"t"}]}`
+	const web = `{"type":"http","name":"web","url":"http://127.0.0.1:8931/mcp","headers":[]}`
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "[" + stdio + "]"},
+		{[]string{"--mcp-http"}, "[" + stdio + "," + web + "]"},
+	} {
+		e := newEnv(t, tc.flags, func(_ *kernel.Config, a *acp.Config) {
+			a.MCPServers = []acp.MCPServer{
+				{Name: "docs", Command: "docs-server", Args: []string{"--root", "/srv"}, Env: []acp.NameVal{{Name: "TOKEN", Value: "t"}}},
+				{Type: "http", Name: "web", URL: "http://127.0.0.1:8931/mcp"},
+			}
+		})
+		got := text(run(t, e, "session"))
+		cwd, _ := os.Getwd()
+		want := `{"cwd":` + strconvQuote(cwd) + `,"mcpServers":` + tc.want + `}`
+		var g, w any
+		if err := json.Unmarshal([]byte(got), &g); err != nil {
+			t.Fatalf("echo %q: %v", got, err)
 		}
-	})
-	got := text(run(t, e, "session"))
-	cwd, _ := os.Getwd()
-	want := `{"cwd":` + strconvQuote(cwd) + `,"mcpServers":[{"name":"docs","command":"docs-server","args":["--root","/srv"],"env":[{"name":"TOKEN","value":"t"}]},{"type":"http","name":"web","url":"http://127.0.0.1:8931/mcp","headers":[]}]}`
-	var g, w any
-	if err := json.Unmarshal([]byte(got), &g); err != nil {
-		t.Fatalf("echo %q: %v", got, err)
-	}
-	_ = json.Unmarshal([]byte(want), &w)
-	if !reflect.DeepEqual(g, w) {
-		t.Errorf("session/new params = %s\nwant %s", got, want)
+		_ = json.Unmarshal([]byte(want), &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("agent flags %v: session/new params = %s\nwant %s", tc.flags, got, want)
+		}
 	}
 }
 
@@ -913,5 +925,22 @@ func TestGeminiShapedPermission(t *testing.T) {
 				t.Errorf("the call's outcome is %q, want %q", outcome.Status, tc.status)
 			}
 		})
+	}
+}
+
+// TestRefusalSaysWhy: an agent's error answer ends the run with its
+// details and the agent's last stderr lines in the RUN_ERROR, where the
+// person sees them whatever the log level.
+func TestRefusalSaysWhy(t *testing.T) {
+	e := newEnv(t, nil)
+	evs := run(t, e, "refuse")
+	re, ok := evs[len(evs)-1].(*protocol.RunError)
+	if !ok {
+		t.Fatalf("terminal = %v, want RUN_ERROR", types(evs))
+	}
+	for _, want := range []string{"Internal error", "the model quota is used up", "quota check failed: 429 from upstream", "loading model config"} {
+		if !strings.Contains(re.Message, want) {
+			t.Errorf("RUN_ERROR %q lacks %q", re.Message, want)
+		}
 	}
 }

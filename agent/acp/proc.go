@@ -35,8 +35,8 @@ type proc struct {
 
 	init initResult // the initialize result
 
-	stderrMu   sync.Mutex // guards stderrLast
-	stderrLast string     // the last line the agent wrote on stderr
+	stderrMu   sync.Mutex // guards stderrTail
+	stderrTail []string   // the last lines the agent wrote on stderr (stderrLines)
 
 	mu         sync.Mutex // guards the fields below
 	acpSession string     // the agent's session id, once updates route
@@ -70,6 +70,10 @@ type initResult struct {
 			Image           bool `json:"image"`
 			EmbeddedContext bool `json:"embeddedContext"`
 		} `json:"promptCapabilities"`
+		MCPCapabilities struct {
+			HTTP bool `json:"http"`
+			SSE  bool `json:"sse"`
+		} `json:"mcpCapabilities"`
 	} `json:"agentCapabilities"`
 	AuthMethods []struct {
 		ID          string `json:"id"`
@@ -122,7 +126,10 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 			line := sc.Text()
 			log.Info("agent stderr", "line", line)
 			p.stderrMu.Lock()
-			p.stderrLast = line
+			p.stderrTail = append(p.stderrTail, clip([]byte(line), 300))
+			if len(p.stderrTail) > stderrLines {
+				p.stderrTail = p.stderrTail[len(p.stderrTail)-stderrLines:]
+			}
 			p.stderrMu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
@@ -158,19 +165,27 @@ func (e *startError) Error() string {
 
 func (e *startError) Unwrap() error { return e.err }
 
-// exitError describes how the process ended, with its last stderr line.
-func (p *proc) exitError() error {
+// stderrLines is how many of an agent's last stderr lines its errors quote.
+const stderrLines = 5
+
+// lastWords is the agent's last lines on stderr, for an error: "" when it
+// wrote none, else "; its last words on stderr: …".
+func (p *proc) lastWords() string {
 	p.stderrMu.Lock()
-	last := p.stderrLast
-	p.stderrMu.Unlock()
+	defer p.stderrMu.Unlock()
+	if len(p.stderrTail) == 0 {
+		return ""
+	}
+	return "; its last words on stderr: " + strings.Join(p.stderrTail, " | ")
+}
+
+// exitError describes how the process ended, with its last stderr lines.
+func (p *proc) exitError() error {
 	status := "it exited"
 	if p.exitErr != nil {
 		status = "it exited: " + p.exitErr.Error()
 	}
-	if last != "" {
-		status += "; its last words on stderr: " + strings.TrimSpace(last)
-	}
-	return errors.New(status)
+	return errors.New(status + p.lastWords())
 }
 
 // dead reports whether the process has exited.

@@ -16,6 +16,7 @@
 //   withdraw    a permission the agent withdraws with $/cancel_request
 //   unknown     an update variant the schema does not know, kept raw
 //   crash       one chunk, then the process exits
+//   refuse      two lines on stderr, then an error answer with data.details
 //   noise       a line that is not JSON on stdout, then text
 //   after       text, end_turn, then an update after the turn
 //   context     usage updates (context window) in and after the turn
@@ -27,6 +28,7 @@
 //
 // Flags: --auth makes session/new fail with -32000; --ignore-cancel ignores
 // session/cancel (the turn never ends); --load advertises session/load;
+// --mcp-http advertises MCP servers over HTTP (mcpCapabilities.http);
 // --stubborn ignores SIGTERM and the end of stdin, so only SIGKILL ends it.
 import { agent, ndJsonStream, RequestError } from "@agentclientprotocol/sdk";
 import { Readable, Writable } from "node:stream";
@@ -46,7 +48,11 @@ function wait(ms, signal) {
 const app = agent({ name: "orrery-test-agent" })
   .onRequest("initialize", async () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: flags.has("--load"), promptCapabilities: { image: false, audio: false, embeddedContext: false } },
+    agentCapabilities: {
+      loadSession: flags.has("--load"),
+      promptCapabilities: { image: false, audio: false, embeddedContext: false },
+      mcpCapabilities: { http: flags.has("--mcp-http"), sse: false },
+    },
     agentInfo: { name: "orrery-test-agent", version: "1.0.0" },
     authMethods: flags.has("--auth") ? [{ id: "test-login", name: "Log in", description: "run test-agent login" }] : [],
   }))
@@ -195,6 +201,12 @@ const app = agent({ name: "orrery-test-agent" })
           await update({ sessionUpdate: "compaction_summary_chunk", content: { type: "text", text: "summary" }, futureField: true });
           await say("after unknown");
           return { stopReason: "end_turn" };
+        case "refuse":
+          // The lines are handed to the pipe, and given a moment to be read,
+          // before the answer goes out on stdout.
+          await new Promise((r) => process.stderr.write("loading model config\nquota check failed: 429 from upstream\n", r));
+          await wait(50);
+          throw new RequestError(-32603, "Internal error", { details: "the model quota is used up" });
         case "crash":
           await say("about to crash");
           setTimeout(() => process.exit(3), 20);
