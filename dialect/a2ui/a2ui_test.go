@@ -280,6 +280,15 @@ func TestToIntent(t *testing.T) {
 	if in.Node != "placed:agent:card" || in.Action != "region" || string(in.Value) != `{"choices":["eu"],"text":""}` {
 		t.Errorf("ToIntent() = %+v %s", in, in.Value)
 	}
+	// A form's fields, as the renderer resolved its context, reach the
+	// owner whole; Orrery's own keys stay out.
+	a, err = a2ui.ParseAction(json.RawMessage(`{"name":"deploy","surfaceId":"placed:agent:card","sourceComponentId":"f","context":{"orrery.event":"submit","name":"Bob","age":42,"tags":["a"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err := a2ui.ToIntent(a, surfaces); err != nil || string(in.Value) != `{"age":42,"name":"Bob","tags":["a"]}` {
+		t.Errorf("ToIntent(form) = %s, %v; want the form's fields", in.Value, err)
+	}
 	// The AG-UI form: a bare userAction.
 	a, err = a2ui.ParseAction(json.RawMessage(`{"name":"deploy","surfaceId":"placed:agent:card","sourceComponentId":"root-0","context":{"orrery.event":"press"}}`))
 	if err != nil {

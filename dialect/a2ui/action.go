@@ -3,6 +3,7 @@ package a2ui
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 )
 
 // Action is an A2UI action a renderer sends back: the v0.9 client message
@@ -56,8 +57,9 @@ func ParseAction(raw json.RawMessage) (Action, error) {
 // declared; a surface the caller does not own, or one that is not there,
 // is refused, as is an action the surface never declared. The surface id is
 // the placed node (placed:<owner>:<id>). The value is the context's
-// orrery.value, else its choices and text (a question's answer), else
-// nothing.
+// orrery.value (a button or link Orrery projected), else every other key
+// of the context but Orrery's own orrery.* ones (a form's fields as the
+// renderer resolved them; a question's choices and text), else nothing.
 func ToIntent(a Action, surfaces func(surfaceID string) (declared []string, ok bool)) (Intent, error) {
 	declared, ok := surfaces(a.SurfaceID)
 	if !ok {
@@ -72,8 +74,8 @@ func ToIntent(a Action, surfaces func(surfaceID string) (declared []string, ok b
 		return in, nil
 	}
 	answer := map[string]json.RawMessage{}
-	for _, k := range []string{"choices", "text"} {
-		if v, ok := a.Context[k]; ok {
+	for k, v := range a.Context {
+		if !strings.HasPrefix(k, "orrery.") {
 			answer[k] = v
 		}
 	}
