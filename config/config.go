@@ -59,6 +59,9 @@ type Config struct {
 	// args, env) a session can run instead of the built-in agent, chosen
 	// with --agent NAME or session.new {agent}.
 	Agents map[string]AgentDef `toml:"agents"`
+	// AgentProcesses is what the [agents] table itself sets, beside its
+	// agents: how long an idle agent process lives, and how many may run.
+	AgentProcesses AgentProcessConfig `toml:"-"`
 	// Telemetry is the [telemetry] table: where traces go and where
 	// metrics are served.
 	Telemetry TelemetryConfig `toml:"telemetry"`
@@ -229,6 +232,90 @@ type AgentDef struct {
 	Command string            `toml:"command"`
 	Args    []string          `toml:"args"`
 	Env     map[string]string `toml:"env"`
+
+	// setting is a value [agents] holds that is not a table: one of
+	// AgentProcessConfig's keys, which readFile takes out.
+	setting any
+}
+
+// UnmarshalTOML reads one [agents.<name>] table, or a setting of [agents]
+// itself (idle_stop = "5m"), which readFile moves to AgentProcesses.
+func (d *AgentDef) UnmarshalTOML(v any) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.setting = v
+		return nil
+	}
+	for k, val := range m {
+		var bad bool
+		switch k {
+		case "command":
+			d.Command, bad = val.(string)
+			bad = !bad
+		case "args":
+			list, ok := val.([]any)
+			bad = !ok
+			for _, a := range list {
+				s, ok := a.(string)
+				bad = bad || !ok
+				d.Args = append(d.Args, s)
+			}
+		case "env":
+			env, ok := val.(map[string]any)
+			bad = !ok
+			d.Env = map[string]string{}
+			for name, v := range env {
+				s, ok := v.(string)
+				bad = bad || !ok
+				d.Env[name] = s
+			}
+		default:
+			return fmt.Errorf("unknown key %q: an agent takes command, args and env", k)
+		}
+		if bad {
+			return fmt.Errorf("%s has the wrong type: command is a string, args a list of strings, env a table of strings", k)
+		}
+	}
+	return nil
+}
+
+// AgentProcessConfig is the [agents] table's own keys.
+type AgentProcessConfig struct {
+	// IdleStop is how long an ACP agent process whose session has no turn
+	// in flight lives; the next prompt starts it again, resuming the
+	// agent's session when it can. "0s" keeps them until the kernel stops.
+	IdleStop Duration
+	// MaxProcesses bounds the ACP agent processes running at once, over
+	// every agent; past it a prompt that needs a new one is refused.
+	MaxProcesses int
+}
+
+// takeAgentSettings moves the [agents] table's own keys out of Agents.
+func (c *Config) takeAgentSettings() error {
+	for name, d := range c.Agents {
+		if d.setting == nil {
+			continue
+		}
+		delete(c.Agents, name)
+		switch name {
+		case "idle_stop":
+			s, ok := d.setting.(string)
+			dur, err := time.ParseDuration(s)
+			if !ok || err != nil {
+				return fmt.Errorf("agents.idle_stop is %v: give a duration such as \"5m\", or \"0s\" to keep idle agents running", d.setting)
+			}
+			c.AgentProcesses.IdleStop = Duration{dur}
+		case "max_processes":
+			n, ok := d.setting.(int64)
+			if !ok {
+				return fmt.Errorf("agents.max_processes is %v: give a whole number of processes", d.setting)
+			}
+			c.AgentProcesses.MaxProcesses = int(n)
+		default:
+			return fmt.Errorf("agents.%s is not a table: an agent is [agents.%s] with command, args and env; [agents] itself takes idle_stop and max_processes", name, name)
+		}
+	}
+	return nil
 }
 
 // AgentConfig is the [agent] table.
@@ -261,12 +348,13 @@ func Default() Config {
 		Server: ServerConfig{Listen: "127.0.0.1:7411", MaxBodyBytes: 4 << 20, KeepAlive: Duration{15 * time.Second}, FlushInterval: Duration{5 * time.Millisecond},
 			ReadHeaderTimeout: Duration{10 * time.Second}, ReadTimeout: Duration{time.Minute}, IdleTimeout: Duration{2 * time.Minute},
 			HelloTimeout: Duration{10 * time.Second}, MaxConns: 4096, MaxConnsPerAddr: 16},
-		Kernel:  KernelConfig{IdleUnload: Duration{10 * time.Minute}, CheckpointEvery: 1024},
-		Store:   StoreConfig{Data: DefaultDataDir(), Kind: "sqlite"},
-		Agent:   AgentConfig{MaxSteps: agent.DefaultMaxSteps},
-		Prices:  agent.PriceTable{},
-		Consent: ConsentConfig{Timeout: Duration{5 * time.Minute}},
-		MCP:     MCPConfig{ConnectTimeout: Duration{30 * time.Second}},
+		Kernel:         KernelConfig{IdleUnload: Duration{10 * time.Minute}, CheckpointEvery: 1024},
+		Store:          StoreConfig{Data: DefaultDataDir(), Kind: "sqlite"},
+		Agent:          AgentConfig{MaxSteps: agent.DefaultMaxSteps},
+		AgentProcesses: AgentProcessConfig{IdleStop: Duration{5 * time.Minute}, MaxProcesses: 32},
+		Prices:         agent.PriceTable{},
+		Consent:        ConsentConfig{Timeout: Duration{5 * time.Minute}},
+		MCP:            MCPConfig{ConnectTimeout: Duration{30 * time.Second}},
 	}
 }
 
@@ -368,13 +456,16 @@ func (c *Config) readFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := c.takeAgentSettings(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents] idle_stop, max_processes; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -475,6 +566,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("limits.dataBytes is %d: set it to a size in bytes, or leave it out for 262144", c.Limits.DataBytes)
 	case c.Limits.DataUpdatesPerSec < 0:
 		return fmt.Errorf("limits.dataUpdatesPerSec is %g: set it to more than 0, or leave it out for 10", c.Limits.DataUpdatesPerSec)
+	case c.AgentProcesses.IdleStop.Duration < 0 || c.AgentProcesses.IdleStop.Duration > 0 && c.AgentProcesses.IdleStop.Duration < time.Second:
+		return fmt.Errorf("agents.idle_stop is %s: set it to 1s or more, or 0s to keep idle agents running; the default is 5m", c.AgentProcesses.IdleStop)
+	case c.AgentProcesses.MaxProcesses < 1:
+		return fmt.Errorf("agents.max_processes is %d: set it to 1 or more; the default is 32", c.AgentProcesses.MaxProcesses)
 	case c.Telemetry.MetricsListen != "" && !validListen(c.Telemetry.MetricsListen):
 		return fmt.Errorf("telemetry.metrics_listen is %q, which is not host:port: set it to an address only scrapers reach, e.g. 127.0.0.1:9464", c.Telemetry.MetricsListen)
 	}

@@ -40,6 +40,31 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{
+			name: "agents and their processes",
+			file: "[agents]\nidle_stop = \"2m\"\nmax_processes = 4\n[agents.gemini]\ncommand = \"gemini\"\nargs = [\"--acp\"]\nenv = { GEMINI_API_KEY = \"k\" }\n",
+			check: func(t *testing.T, c config.Config) {
+				if c.AgentProcesses.IdleStop.Duration != 2*time.Minute || c.AgentProcesses.MaxProcesses != 4 {
+					t.Errorf("AgentProcesses = %+v, want 2m and 4", c.AgentProcesses)
+				}
+				g, ok := c.Agents["gemini"]
+				if len(c.Agents) != 1 || !ok || g.Command != "gemini" || len(g.Args) != 1 || g.Args[0] != "--acp" || g.Env["GEMINI_API_KEY"] != "k" {
+					t.Errorf("Agents = %+v, want gemini alone", c.Agents)
+				}
+			},
+		},
+		{
+			name: "agent process defaults",
+			check: func(t *testing.T, c config.Config) {
+				if c.AgentProcesses.IdleStop.Duration != 5*time.Minute || c.AgentProcesses.MaxProcesses != 32 {
+					t.Errorf("AgentProcesses = %+v, want 5m and 32", c.AgentProcesses)
+				}
+			},
+		},
+		{name: "a misspelt agent key", file: "[agents.gemini]\ncomand = \"gemini\"\n", wantErr: `unknown key "comand": an agent takes command, args and env`},
+		{name: "an unknown [agents] key", file: "[agents]\nidle = \"2m\"\n", wantErr: "agents.idle is not a table"},
+		{name: "a bad idle_stop", file: "[agents]\nidle_stop = \"soon\"\n", wantErr: "agents.idle_stop is soon: give a duration"},
+		{name: "no agent processes", file: "[agents]\nmax_processes = 0\n", wantErr: "agents.max_processes is 0: set it to 1 or more"},
+		{
 			name: "env over file",
 			file: "[server]\nlisten = \"127.0.0.1:9000\"\n",
 			env:  map[string]string{"ORRERY_LISTEN": "127.0.0.1:9001", "ORRERY_DATA": "/d", "ORRERY_MODEL": "offline", "ORRERY_MAX_BODY_BYTES": "2048"},

@@ -101,6 +101,13 @@ type Config struct {
 	// what to fix, such as "the acp: spec"; "" means [agents.<Name>] in
 	// the config.
 	Origin string
+	// IdleStop stops a session's agent process once it has had no turn
+	// for this long (0 keeps it until Close); the next prompt starts it
+	// again, resuming the agent's session when the agent can.
+	IdleStop time.Duration
+	// Limit, shared by several Agents, bounds their processes together;
+	// nil bounds nothing.
+	Limit *ProcessLimit
 	// MCPServers are passed to session/new as ACP McpServer objects.
 	MCPServers []MCPServer
 	// Logger receives the agent's stderr and the bridge's notes; nil means
@@ -246,6 +253,59 @@ func (a *Agent) Stats() Stats {
 	return Stats{Running: int(a.running.Load()), Starts: a.starts.Load(), Crashes: a.crashes.Load()}
 }
 
+// ProcessLimit bounds the processes of the Agents that share it.
+type ProcessLimit struct {
+	// Max is how many may run at once.
+	Max int
+	n   atomic.Int64
+}
+
+// take counts one more process, or reports that Max are running.
+func (l *ProcessLimit) take() bool {
+	if l == nil {
+		return true
+	}
+	for {
+		n := l.n.Load()
+		if n >= int64(l.Max) {
+			return false
+		}
+		if l.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// give counts one process less.
+func (l *ProcessLimit) give() {
+	if l != nil {
+		l.n.Add(-1)
+	}
+}
+
+// stopIdle stops p if it is still the session's process and no turn holds
+// the session: an idle agent frees its memory (Claude Code's is some
+// 280 MB) until the session's next prompt.
+func (a *Agent) stopIdle(p *proc) {
+	a.mu.Lock()
+	tok := a.turns[p.session]
+	if a.procs[p.session] != p || tok == nil {
+		a.mu.Unlock()
+		return
+	}
+	select {
+	case tok <- struct{}{}:
+	default:
+		a.mu.Unlock()
+		return // a turn began meanwhile; its end sets the timer again
+	}
+	delete(a.procs, p.session)
+	a.mu.Unlock()
+	a.log.Info("acp: stopping an idle agent process; the next prompt starts it again", "agent", a.cfg.Name, "session", p.session, "idle", a.cfg.IdleStop)
+	p.stop(a.cfg.StopTimeout)
+	<-tok
+}
+
 // Name is "acp".
 func (a *Agent) Name() string { return "acp" }
 
@@ -318,6 +378,8 @@ func (a *Agent) Run(ctx context.Context, in agent.RunInput) agent.Result {
 	if err != nil {
 		return agent.Result{Err: err}
 	}
+	p.idle(false)
+	defer p.idle(true)
 	msgs, err := in.Turn.Messages(ctx)
 	if err != nil {
 		return agent.Result{Err: err}
@@ -451,7 +513,12 @@ func (a *Agent) proc(ctx context.Context, in agent.RunInput) (*proc, error) {
 	cwd := in.Workspace.Root
 	p, err := a.start(in.Session, cwd)
 	if err != nil {
-		return nil, &agent.Error{Code: "agent_start", Message: err.Error(), Err: err}
+		code := "agent_start"
+		var le *limitError
+		if errors.As(err, &le) {
+			code = "agent_limit"
+		}
+		return nil, &agent.Error{Code: code, Message: err.Error(), Err: err}
 	}
 	hctx, cancel := context.WithTimeout(ctx, a.cfg.HandshakeTimeout)
 	defer cancel()

@@ -944,3 +944,64 @@ func TestRefusalSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleAgentStops: an agent process whose session has had no turn for
+// IdleStop is stopped (not counted a crash), and the next prompt starts a
+// new one that resumes the agent's session with session/load.
+func TestIdleAgentStops(t *testing.T) {
+	var e *env
+	e = newEnv(t, []string{"--load"}, func(_ *kernel.Config, a *acp.Config) {
+		a.IdleStop = 50 * time.Millisecond
+		a.Resume = func(ctx context.Context, session string) (string, error) {
+			s, err := e.k.Session(ctx, session)
+			if err != nil {
+				return "", err
+			}
+			frames, _, err := s.Read(ctx, 0, 0)
+			if err != nil {
+				return "", err
+			}
+			var data [][]byte
+			for _, f := range frames {
+				data = append(data, f.Data)
+			}
+			return acp.LastSession(data, "test"), nil
+		}
+	})
+	first := text(run(t, e, "pid"))
+	for deadline := time.Now().Add(10 * time.Second); e.agent.Stats().Running != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats() = %+v: the idle agent was not stopped", e.agent.Stats())
+		}
+	}
+	evs := run(t, e, "pid")
+	if second := text(evs); second == first || second == "" {
+		t.Errorf("pid after the idle stop = %q, want a new process (the first was %q)", second, first)
+	}
+	if got := customs(evs, acp.SessionEvent); len(got) != 0 {
+		t.Errorf("the new process opened a new agent session %s, want the old one loaded", got)
+	}
+	if st := e.agent.Stats(); st.Starts != 2 || st.Crashes != 0 {
+		t.Errorf("Stats() = %+v, want 2 starts and no crash", st)
+	}
+}
+
+// TestProcessLimit: past Limit.Max agent processes, a prompt that needs a
+// new one ends with agent_limit saying what to do.
+func TestProcessLimit(t *testing.T) {
+	limit := &acp.ProcessLimit{Max: 1}
+	e := newEnv(t, nil, func(_ *kernel.Config, a *acp.Config) { a.Limit = limit })
+	if got := text(run(t, e, "text")); got != "Hello, world." {
+		t.Fatalf("first session = %q", got)
+	}
+	other, err := e.k.CreateSession(context.Background(), kernel.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = other
+	evs := run(t, e, "text")
+	re, ok := evs[len(evs)-1].(*protocol.RunError)
+	if !ok || re.Code != "agent_limit" || !strings.Contains(re.Message, "max_processes") {
+		t.Fatalf("a second session's prompt = %v, want RUN_ERROR agent_limit naming max_processes", types(evs))
+	}
+}

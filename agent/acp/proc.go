@@ -33,6 +33,9 @@ type proc struct {
 	// an exit before it is a crash.
 	stopping atomic.Bool
 
+	idleMu    sync.Mutex  // guards idleTimer
+	idleTimer *time.Timer // stops the process once idle (Config.IdleStop)
+
 	init initResult // the initialize result
 
 	stderrMu   sync.Mutex // guards stderrTail
@@ -110,7 +113,11 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start agent %s: %w", a.cfg.Name, err)
 	}
+	if !a.cfg.Limit.take() {
+		return nil, &limitError{max: a.cfg.Limit.Max}
+	}
 	if err := cmd.Start(); err != nil {
+		a.cfg.Limit.give()
 		return nil, &startError{name: a.cfg.Name, command: a.cfg.Command, origin: a.cfg.Origin, err: err}
 	}
 	a.starts.Add(1)
@@ -142,11 +149,33 @@ func (a *Agent) start(session, cwd string) (*proc, error) {
 			a.crashes.Add(1)
 		}
 		a.running.Add(-1)
+		a.cfg.Limit.give()
 		p.conn.Close(p.exitError())
 		close(p.exited)
 		log.Info("agent exited", "status", p.exitErr)
 	}()
 	return p, nil
+}
+
+// idle starts (when the session's turn ended) or stops (when one begins)
+// the timer that stops the process after Config.IdleStop.
+func (p *proc) idle(now bool) {
+	p.idleMu.Lock()
+	defer p.idleMu.Unlock()
+	if p.idleTimer != nil {
+		p.idleTimer.Stop()
+		p.idleTimer = nil
+	}
+	if now && p.a.cfg.IdleStop > 0 && !p.dead() {
+		p.idleTimer = time.AfterFunc(p.a.cfg.IdleStop, func() { p.a.stopIdle(p) })
+	}
+}
+
+// limitError is a process refused because the most that may run are.
+type limitError struct{ max int }
+
+func (e *limitError) Error() string {
+	return fmt.Sprintf("%d ACP agent processes are running, the most [agents] max_processes allows: wait for one to stop (an idle one stops after [agents] idle_stop), or raise max_processes", e.max)
 }
 
 // startError is an agent command that could not be started.

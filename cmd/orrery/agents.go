@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/agent/acp"
@@ -29,13 +30,23 @@ type acpAgents struct {
 	log  *slog.Logger
 	next func(string) (agent.Provider, error)
 
+	// idleStop and limit are [agents] idle_stop and max_processes, the
+	// limit shared by every agent.
+	idleStop time.Duration
+	limit    *acp.ProcessLimit
+
 	mu     sync.Mutex // guards k and agents
 	k      *kernel.Kernel
 	agents map[string]*acp.Agent
 }
 
 func newACPAgents(cfg config.Config, log *slog.Logger, next func(string) (agent.Provider, error)) *acpAgents {
-	return &acpAgents{defs: cfg.Agents, mcp: acpMCPServers(cfg.MCP.Servers), log: log, next: next, agents: make(map[string]*acp.Agent)}
+	a := &acpAgents{defs: cfg.Agents, mcp: acpMCPServers(cfg.MCP.Servers), log: log, next: next, agents: make(map[string]*acp.Agent),
+		idleStop: cfg.AgentProcesses.IdleStop.Duration}
+	if n := cfg.AgentProcesses.MaxProcesses; n > 0 {
+		a.limit = &acp.ProcessLimit{Max: n}
+	}
+	return a
 }
 
 // resolve is the kernel's Models function.
@@ -64,6 +75,7 @@ func (a *acpAgents) resolve(spec string) (agent.Provider, error) {
 		return ag, nil
 	}
 	cfg.MCPServers = a.mcp
+	cfg.IdleStop, cfg.Limit = a.idleStop, a.limit
 	cfg.Logger = a.log
 	cfg.Outside = a.append
 	cfg.Resume = a.resume(cfg.Name)
