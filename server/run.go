@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/getorrery/orrery/agent"
+	"github.com/getorrery/orrery/dialect"
 	"github.com/getorrery/orrery/kernel"
 	"github.com/getorrery/orrery/protocol"
 )
@@ -35,6 +36,11 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if in.ProtocolVersion == "" {
+		// An AG-UI 0.0.x client sends no protocolVersion, and its schema
+		// refuses outcomes 1.0 added.
+		enc = dialect.ForAGUI0(enc)
 	}
 	action, err := forwardedAction(in.ForwardedProps)
 	if err != nil {
