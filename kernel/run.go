@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
@@ -27,6 +29,12 @@ type run struct {
 	clientTools []protocol.Tool
 	perms       *RunPermissions // the run's own consent rules, or nil
 	usageEvents bool            // log orrery.usage after each model call (SendInput.UsageEvents)
+	// context and clientState are the client's context entries and shared
+	// state (SendInput); appState the application keys the run started
+	// with, which the model reads with context (contextMessage).
+	context     []protocol.Context
+	clientState json.RawMessage
+	appState    json.RawMessage
 	workspace   tool.Workspace
 	usage       runUsage
 	// steers counts the steers that joined the run; mark is the count the
@@ -227,10 +235,11 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 			return err
 		}
 	}
-	snapshot, err := s.state.newTurn()
+	snapshot, app, err := s.state.newTurn(r.clientState)
 	if err != nil {
 		return err
 	}
+	r.appState = app
 	if sub != nil {
 		s.commits.register(sub, nil)
 	}
@@ -418,11 +427,34 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 			return
 		}
 		msgs = t.s.transcript.snapshot()
+		if m, ok := t.r.contextMessage(); ok {
+			msgs = append([]protocol.Message{m}, msgs...)
+		}
 		t.r.mark = t.r.steers
 	}); derr != nil {
 		return nil, derr
 	}
 	return msgs, err
+}
+
+// contextMessage is the system message that gives the model the client's
+// context entries and the application's shared state, when the run has
+// either.
+func (r *run) contextMessage() (protocol.Message, bool) {
+	if len(r.context) == 0 && len(r.appState) == 0 {
+		return protocol.Message{}, false
+	}
+	var b strings.Builder
+	if len(r.context) > 0 {
+		b.WriteString("Context the client gave for this turn:\n")
+		for _, c := range r.context {
+			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
+		}
+	}
+	if len(r.appState) > 0 {
+		fmt.Fprintf(&b, "The application's shared state (JSON): %s\n", r.appState)
+	}
+	return protocol.Message{ID: "ctx_" + r.id, Role: protocol.RoleSystem, Content: protocol.TextContent(b.String())}, true
 }
 
 // Emit logs events in the run. While the kernel holds more unsaved frames

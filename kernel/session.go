@@ -455,9 +455,16 @@ type SendInput struct {
 	// Messages is the conversation as a stock client sends it: only the
 	// messages whose ids the session does not hold yet are taken.
 	Messages []protocol.Message
-	// Tools are the client's own tools; Context is its context entries.
+	// Tools are the client's own tools; Context is its context entries,
+	// which the run's model reads with the conversation.
 	Tools   []protocol.Tool
 	Context []protocol.Context
+	// State is the client's shared state (RunAgentInput.state), a JSON
+	// object: its keys but Orrery's own (ui, surfaces, data) replace the
+	// application keys of the session's shared state when the run starts
+	// (its STATE_SNAPSHOT holds them), and the model reads them. Nil
+	// leaves them as they are.
+	State json.RawMessage
 	// Steer joins the run in flight instead of being refused.
 	Steer bool
 	// Permissions are the new run's own consent rules; nil adds none. A
@@ -504,6 +511,12 @@ func (s *Session) Send(ctx context.Context, in SendInput) (SendResult, error) {
 	}
 	if err := s.checkFileParts(ctx, in); err != nil {
 		return res, err
+	}
+	if st := bytes.TrimSpace(in.State); len(st) > 0 && string(st) != "null" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(st, &obj); err != nil {
+			return res, &RequestError{Msg: "state is not a JSON object: send the application's shared state as an object, or leave it out"}
+		}
 	}
 	in.parent = trace.SpanContextFromContext(ctx)
 	if derr := s.do(ctx, func() { res, err = s.send(in) }); derr != nil {
@@ -576,7 +589,8 @@ func (s *Session) send(in SendInput) (SendResult, error) {
 		attribute.String("gen_ai.request.model", s.model()),
 	))
 	ctx, cancel := context.WithCancel(base)
-	r := &run{id: runID, ctx: ctx, cancel: cancel, span: span, provider: provider, clientTools: in.Tools, perms: in.Permissions, usageEvents: in.UsageEvents, done: make(chan struct{})}
+	r := &run{id: runID, ctx: ctx, cancel: cancel, span: span, provider: provider, clientTools: in.Tools, perms: in.Permissions, usageEvents: in.UsageEvents, done: make(chan struct{}),
+		context: in.Context, clientState: in.State}
 	if fresh == nil {
 		fresh = []protocol.Message{}
 	}

@@ -57,17 +57,47 @@ func (s *stateDoc) check(ev protocol.Event) ([]byte, error) {
 	return nil, nil
 }
 
-// newTurn returns the snapshot a run starts with: the UI as it stands, and
-// no surfaces, since surfaces belong to one turn.
-func (s *stateDoc) newTurn() (json.RawMessage, error) {
+// orreryKeys are the top-level keys of the shared state Orrery owns; the
+// others are the application's (a client's RunAgentInput.state).
+var orreryKeys = map[string]bool{"ui": true, "surfaces": true, "data": true}
+
+// newTurn returns the snapshot a run starts with: the UI as it stands, no
+// surfaces, since surfaces belong to one turn, and, when client is a JSON
+// object, its application keys in place of the document's. It also
+// returns the application keys the snapshot holds, as an object (nil when
+// there are none).
+func (s *stateDoc) newTurn(client json.RawMessage) (json.RawMessage, json.RawMessage, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(s.doc, &doc); err != nil {
-		return nil, fmt.Errorf("read state: %w", err)
+		return nil, nil, fmt.Errorf("read state: %w", err)
 	}
 	doc["surfaces"] = json.RawMessage(`{}`)
+	var state map[string]json.RawMessage
+	if len(client) > 0 && json.Unmarshal(client, &state) == nil && state != nil {
+		for k := range doc {
+			if !orreryKeys[k] {
+				delete(doc, k)
+			}
+		}
+		for k, v := range state {
+			if !orreryKeys[k] {
+				doc[k] = v
+			}
+		}
+	}
+	app := map[string]json.RawMessage{}
+	for k, v := range doc {
+		if !orreryKeys[k] {
+			app[k] = v
+		}
+	}
 	out, err := json.Marshal(doc)
 	if err != nil {
-		return nil, fmt.Errorf("encode state: %w", err)
+		return nil, nil, fmt.Errorf("encode state: %w", err)
 	}
-	return out, nil
+	var appJSON json.RawMessage
+	if len(app) > 0 {
+		appJSON, _ = json.Marshal(app)
+	}
+	return out, appJSON, nil
 }

@@ -73,6 +73,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		Messages:  in.Messages,
 		Tools:     in.Tools,
 		Context:   in.Context,
+		State:     in.State,
 		Subscribe: true,
 		Encoder:   enc,
 	})
