@@ -1,11 +1,8 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -22,29 +19,15 @@ func TestAGUIClient0059(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := requireNode(t, dir)
+	requireNode(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client-0059", "package.json")); err != nil {
 		t.Fatalf("@ag-ui/client 0.0.59 is missing (%v): run npm ci in interop/", err)
 	}
 	data := t.TempDir()
-	scriptPath := filepath.Join(data, "script.json")
-	script, _ := json.Marshal(map[string]any{"turns": []map[string]any{
-		{"tool_calls": []map[string]any{{"name": "confirm", "args": map[string]any{"question": "ok?"}}}},
-		{"text": []string{"thanks for ", "confirming"}},
-	}})
-	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url, _ := serveKernel(t, data, "script:"+scriptPath)
-	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "agui0.mjs", "--url", url)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node agui0.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.Bytes(), stderr.Bytes())
-	}
+	url, _ := serveKernel(t, data, scriptModel(t, data,
+		map[string]any{"tool_calls": []map[string]any{{"name": "confirm", "args": map[string]any{"question": "ok?"}}}},
+		map[string]any{"text": []string{"thanks for ", "confirming"}}))
+	out := nodeScript(t, "agui0.mjs", "--url", url)
 	var res struct {
 		Pending []string
 		Outcome map[string]any
@@ -52,8 +35,8 @@ func TestAGUIClient0059(t *testing.T) {
 		Answer  string
 		Types   [][]string
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("agui0.mjs printed %q: %v", stdout.Bytes(), err)
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("agui0.mjs printed %q: %v", out, err)
 	}
 	if len(res.Pending) != 1 || res.Pending[0] != res.CallID {
 		t.Errorf("metadata.orrery.pendingToolCallIds = %v, want [%s]", res.Pending, res.CallID)

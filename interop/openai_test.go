@@ -1,16 +1,11 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -21,18 +16,9 @@ import (
 // the 4xx or 5xx it would otherwise retry) and is an APIError in OpenAI's
 // shape; an unknown model is its NotFoundError with code model_not_found.
 func TestOpenAINodeSDK(t *testing.T) {
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := requireNode(t, dir)
 	data := t.TempDir()
-	scriptPath := filepath.Join(data, "script.json")
-	script, _ := json.Marshal(map[string]any{"turns": []map[string]any{{"error": "the provider fell over"}}})
-	if err := os.WriteFile(scriptPath, script, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	target, _ := serveKernel(t, data, "script:"+scriptPath)
+	model := scriptModel(t, data, map[string]any{"error": "the provider fell over"})
+	target, _ := serveKernel(t, data, model)
 	// A proxy in front counts the requests and the SDK's retry counter.
 	u, _ := url.Parse(target)
 	var mu sync.Mutex
@@ -50,15 +36,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}))
 	defer proxy.Close()
 
-	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "openai.mjs", "--url", proxy.URL, "--model", "orrery")
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node openai.mjs: %v\nstderr:\n%s", err, stderr.Bytes())
-	}
+	out := nodeScript(t, "openai.mjs", "--url", proxy.URL, "--model", "orrery")
 	type apiError struct {
 		OK                  bool
 		Status              int
@@ -66,8 +44,8 @@ func TestOpenAINodeSDK(t *testing.T) {
 		ShouldRetry         *string
 	}
 	var res struct{ Failed, Missing apiError }
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("openai.mjs printed %q: %v", stdout.Bytes(), err)
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("openai.mjs printed %q: %v", out, err)
 	}
 	if f := res.Failed; f.Status != http.StatusUnprocessableEntity || f.Type != "server_error" || f.ShouldRetry == nil || *f.ShouldRetry != "false" {
 		t.Errorf("the failed turn's error = %+v, want a 422 with x-should-retry false", f)

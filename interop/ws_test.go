@@ -1,13 +1,8 @@
 package interop_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -17,11 +12,6 @@ import (
 // as a message of its own, one JSON object, unless the client's hello asked
 // for batches, when several share a message.
 func TestWebSocketOneObjectPerMessage(t *testing.T) {
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := requireNode(t, dir)
 	chunks := make([]string, 300)
 	for i := range chunks {
 		chunks[i] = fmt.Sprintf("word%d ", i)
@@ -29,31 +19,18 @@ func TestWebSocketOneObjectPerMessage(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			data := t.TempDir()
-			script, _ := json.Marshal(map[string]any{"turns": []map[string]any{{"text": chunks}}})
-			path := filepath.Join(data, "script.json")
-			if err := os.WriteFile(path, script, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			url, _ := serveKernel(t, data, "script:"+path)
+			url, _ := serveKernel(t, data, scriptModel(t, data, map[string]any{"text": chunks}))
 			args := []string{"ws.mjs", "--url", url}
 			if batch {
 				args = append(args, "--batch")
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, args...)
-			cmd.Dir = dir
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("node %v: %v\nstderr:\n%s", args, err, stderr.Bytes())
-			}
+			out := nodeScript(t, args...)
 			var res struct {
 				Messages, Objects, Multi int
 				Seqs                     []uint64
 			}
-			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-				t.Fatalf("ws.mjs printed %q: %v", stdout.Bytes(), err)
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("ws.mjs printed %q: %v", out, err)
 			}
 			for i := 1; i < len(res.Seqs); i++ {
 				if res.Seqs[i] != res.Seqs[i-1]+1 {

@@ -649,21 +649,7 @@ func TestResumeAfterRestart(t *testing.T) {
 		}
 		var k *kernel.Kernel
 		a, err := acp.New(acp.Config{Name: "test", Command: node, Args: []string{script, "--load"},
-			Resume: func(ctx context.Context, session string) (string, error) {
-				s, err := k.Session(ctx, session)
-				if err != nil {
-					return "", err
-				}
-				frames, _, err := s.Read(ctx, 0, 0)
-				if err != nil {
-					return "", err
-				}
-				var data [][]byte
-				for _, f := range frames {
-					data = append(data, f.Data)
-				}
-				return acp.LastSession(data, "test"), nil
-			}})
+			Resume: lastSessionIn(func() *kernel.Kernel { return k })})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -952,21 +938,7 @@ func TestIdleAgentStops(t *testing.T) {
 	var e *env
 	e = newEnv(t, []string{"--load"}, func(_ *kernel.Config, a *acp.Config) {
 		a.IdleStop = 50 * time.Millisecond
-		a.Resume = func(ctx context.Context, session string) (string, error) {
-			s, err := e.k.Session(ctx, session)
-			if err != nil {
-				return "", err
-			}
-			frames, _, err := s.Read(ctx, 0, 0)
-			if err != nil {
-				return "", err
-			}
-			var data [][]byte
-			for _, f := range frames {
-				data = append(data, f.Data)
-			}
-			return acp.LastSession(data, "test"), nil
-		}
+		a.Resume = lastSessionIn(func() *kernel.Kernel { return e.k })
 	})
 	first := text(run(t, e, "pid"))
 	for deadline := time.Now().Add(10 * time.Second); e.agent.Stats().Running != 0; time.Sleep(10 * time.Millisecond) {
@@ -1003,5 +975,25 @@ func TestProcessLimit(t *testing.T) {
 	re, ok := evs[len(evs)-1].(*protocol.RunError)
 	if !ok || re.Code != "agent_limit" || !strings.Contains(re.Message, "max_processes") {
 		t.Fatalf("a second session's prompt = %v, want RUN_ERROR agent_limit naming max_processes", types(evs))
+	}
+}
+
+// lastSessionIn is a Config.Resume that finds the agent's last session in
+// the session's log on the kernel k returns, as cmd/orrery's does.
+func lastSessionIn(k func() *kernel.Kernel) func(ctx context.Context, session string) (string, error) {
+	return func(ctx context.Context, session string) (string, error) {
+		s, err := k().Session(ctx, session)
+		if err != nil {
+			return "", err
+		}
+		frames, _, err := s.Read(ctx, 0, 0)
+		if err != nil {
+			return "", err
+		}
+		var data [][]byte
+		for _, f := range frames {
+			data = append(data, f.Data)
+		}
+		return acp.LastSession(data, "test"), nil
 	}
 }
