@@ -437,6 +437,10 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 	return msgs, err
 }
 
+// maxStateForModel bounds the bytes of a client's shared state the model
+// is shown.
+const maxStateForModel = 32 << 10
+
 // contextMessage is the system message that gives the model the client's
 // context entries and the application's shared state, when the run has
 // either.
@@ -452,7 +456,13 @@ func (r *run) contextMessage() (protocol.Message, bool) {
 		}
 	}
 	if len(r.appState) > 0 {
-		fmt.Fprintf(&b, "The application's shared state (JSON): %s\n", r.appState)
+		// Every step of the run sends it: a client's state is not allowed
+		// to make each call a megabyte.
+		state := string(r.appState)
+		if len(state) > maxStateForModel {
+			state = state[:maxStateForModel] + " … (cut: the state is longer than the model is shown)"
+		}
+		fmt.Fprintf(&b, "The application's shared state (JSON): %s\n", state)
 	}
 	return protocol.Message{ID: "ctx_" + r.id, Role: protocol.RoleSystem, Content: protocol.TextContent(b.String())}, true
 }

@@ -21,6 +21,9 @@ const (
 	// idemMaxBody bounds a remembered answer's body; a longer answer is
 	// not kept, and its key answers 409 while it is remembered.
 	idemMaxBody = 4 << 20
+	// idemMaxBytes bounds the bodies remembered in all; past it the
+	// oldest answers are forgotten first.
+	idemMaxBytes = 64 << 20
 )
 
 // idempotency holds the answers of requests that carried an
@@ -29,6 +32,7 @@ type idempotency struct {
 	mu      sync.Mutex
 	entries map[string]*idemEntry
 	order   []string // keys, oldest first
+	bytes   int      // the bodies remembered
 }
 
 // idemEntry is one key's request and, once done is closed, its answer.
@@ -57,11 +61,12 @@ func (m *idempotency) begin(key string, body []byte) (e *idemEntry, first bool) 
 	now := time.Now()
 	for len(m.order) > 0 {
 		old := m.entries[m.order[0]]
-		if old != nil && len(m.order) <= idemMax && now.Sub(old.at) < idemTTL {
+		if old != nil && len(m.order) <= idemMax && m.bytes <= idemMaxBytes && now.Sub(old.at) < idemTTL {
 			break
 		}
 		if old != nil && old.isDone() {
 			delete(m.entries, m.order[0])
+			m.bytes -= len(old.body)
 		} else if old != nil {
 			break // still running: kept until it ends
 		}
@@ -89,7 +94,9 @@ func (m *idempotency) finish(key string, e *idemEntry, rec *idemRecorder) {
 	e.body = rec.body
 	if !e.kept && m.entries[key] == e {
 		delete(m.entries, key)
+		e.body = nil
 	}
+	m.bytes += len(e.body)
 	close(e.done)
 }
 
