@@ -126,6 +126,9 @@ func TestSubscriberMain(t *testing.T) {
 			publish(10)
 			waitFor(t, inW, out, 10*subs) // none of these in the window
 			io.WriteString(inW, "begin\n")
+			// The program reads its commands in order: once it answers a
+			// count, it has opened the window, and what comes next is in it.
+			waitFor(t, inW, out, 10*subs)
 			publish(100)
 			waitFor(t, inW, out, 110*subs)
 			io.WriteString(inW, "end\nstop\n")
