@@ -82,12 +82,14 @@ func (m *idempotency) begin(key string, body []byte) (e *idemEntry, first bool) 
 }
 
 // finish records the answer rec holds for key's entry e, or forgets the
-// key when the request never started a turn (a client may then send it
-// again and have it run).
-func (m *idempotency) finish(key string, e *idemEntry, rec *idemRecorder) {
+// key when there is no whole answer to give again: the request never
+// started a turn, or its client went away (gone; the turn was cancelled
+// with it) before an answer was written. A client may then send it again
+// and have it run.
+func (m *idempotency) finish(key string, e *idemEntry, rec *idemRecorder, gone bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.kept = rec.turned
+	e.kept = rec.turned && !gone && rec.status != 0
 	e.tooBig = rec.tooBig
 	e.status = rec.status
 	e.header = rec.ResponseWriter.Header().Clone()

@@ -20,7 +20,7 @@ func TestIdempotencyBounded(t *testing.T) {
 		}
 		rec := &idemRecorder{ResponseWriter: httptest.NewRecorder(), turned: i%10 != 0}
 		rec.Write(body)
-		m.finish(key, e, rec)
+		m.finish(key, e, rec, false)
 		if n := len(m.entries); n > idemMax+1 {
 			t.Fatalf("after %d keys %d entries are kept, want at most %d", i+1, n, idemMax+1)
 		}
@@ -34,5 +34,30 @@ func TestIdempotencyBounded(t *testing.T) {
 	last := fmt.Sprint("k", 3*idemMax-1)
 	if _, first := m.begin(last, []byte(last)); first {
 		t.Error("the newest answer was forgotten")
+	}
+}
+
+// TestIdempotencyKeepsOnlyWholeAnswers: an answer is not kept when its
+// client went away or nothing was written (a replay would write status 0,
+// which panics), so the key may be sent again and run.
+func TestIdempotencyKeepsOnlyWholeAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write bool
+		gone  bool
+	}{{"nothing written", false, false}, {"the client went away", true, true}} {
+		var m idempotency
+		e, _ := m.begin("k", nil)
+		rec := &idemRecorder{ResponseWriter: httptest.NewRecorder(), turned: true}
+		if tc.write {
+			rec.Write([]byte("partial"))
+		}
+		m.finish("k", e, rec, tc.gone)
+		if e.kept {
+			t.Errorf("%s: the answer was kept", tc.name)
+		}
+		if _, first := m.begin("k", nil); !first {
+			t.Errorf("%s: the key was remembered", tc.name)
+		}
 	}
 }

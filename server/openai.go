@@ -307,7 +307,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			e, first := s.idem.begin(scoped, body)
 			if first {
 				rec := &idemRecorder{ResponseWriter: w}
-				defer s.idem.finish(scoped, e, rec)
+				defer func() { s.idem.finish(scoped, e, rec, r.Context().Err() != nil) }()
 				w = rec
 				break
 			}
