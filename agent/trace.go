@@ -21,6 +21,19 @@ func InjectTrace(ctx context.Context, h http.Header) {
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
 }
 
+// TraceMeta is the trace context of ctx's span as a JSON-RPC call's _meta
+// carries it ({"traceparent": …}, with the propagator the program
+// installed), or nil when there is none: what MCP servers and extensions
+// get with each call.
+func TraceMeta(ctx context.Context) map[string]string {
+	c := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, c)
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
 // tracer makes the loop's spans: one per model call and one per tool call,
 // children of the run's span in ctx, with the OpenTelemetry GenAI
 // conventions' attributes. With no tracer provider installed it is the

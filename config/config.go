@@ -250,8 +250,8 @@ func (d *AgentDef) UnmarshalTOML(v any) error {
 		var bad bool
 		switch k {
 		case "command":
-			d.Command, bad = val.(string)
-			bad = !bad
+			s, ok := val.(string)
+			d.Command, bad = s, !ok
 		case "args":
 			list, ok := val.([]any)
 			bad = !ok

@@ -67,46 +67,35 @@ func agui0Outcomes(from int, out []kernel.Frame) []kernel.Frame {
 // agui0Finished is a RUN_FINISHED with its outcome in 0.0.x's terms, or
 // false when it needs no change.
 func agui0Finished(data []byte) ([]byte, bool) {
-	var ev map[string]json.RawMessage
-	if json.Unmarshal(data, &ev) != nil {
+	var ev, outcome map[string]json.RawMessage
+	if json.Unmarshal(data, &ev) != nil || json.Unmarshal(ev["outcome"], &outcome) != nil || outcome == nil {
 		return nil, false
 	}
-	var outcome struct {
-		Type    string   `json:"type"`
-		Pending []string `json:"pendingToolCallIds"`
-	}
-	if len(ev["outcome"]) == 0 || json.Unmarshal(ev["outcome"], &outcome) != nil {
-		return nil, false
-	}
-	var extra map[string]any
+	var typ string
+	_ = json.Unmarshal(outcome["type"], &typ)
+	var key string // of metadata.orrery that carries what the outcome loses
+	var value json.RawMessage
 	switch {
-	case outcome.Type == "success" && len(outcome.Pending) > 0:
+	case typ == "interrupt", typ == "success" && len(outcome) == 1:
+		return nil, false
+	case typ == "success":
 		ev["outcome"] = json.RawMessage(`{"type":"success"}`)
-		extra = map[string]any{"pendingToolCallIds": outcome.Pending}
-	case outcome.Type == "success" || outcome.Type == "interrupt":
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(ev["outcome"], &keys) == nil && (outcome.Type == "interrupt" || len(keys) == 1) {
-			return nil, false
-		}
-		ev["outcome"] = json.RawMessage(`{"type":"success"}`)
+		key, value = "pendingToolCallIds", outcome["pendingToolCallIds"]
 	default:
 		delete(ev, "outcome")
-		extra = map[string]any{outcome.Type: true}
+		key, value = typ, json.RawMessage("true")
 	}
-	if extra != nil {
-		var meta map[string]json.RawMessage
+	if v := string(value); v != "" && v != "null" && v != "[]" {
+		var meta, orrery map[string]json.RawMessage
 		_ = json.Unmarshal(ev["metadata"], &meta)
+		_ = json.Unmarshal(meta["orrery"], &orrery)
 		if meta == nil {
 			meta = map[string]json.RawMessage{}
 		}
-		var orrery map[string]any
-		_ = json.Unmarshal(meta["orrery"], &orrery)
 		if orrery == nil {
-			orrery = map[string]any{}
+			orrery = map[string]json.RawMessage{}
 		}
-		for k, v := range extra {
-			orrery[k] = v
-		}
+		orrery[key] = value
 		meta["orrery"], _ = json.Marshal(orrery)
 		ev["metadata"], _ = json.Marshal(meta)
 	}

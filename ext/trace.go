@@ -7,9 +7,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/ext/jsonrpc"
 )
 
@@ -51,10 +51,8 @@ func (in *Instance) startSpan(ctx context.Context, method string, params map[str
 		attribute.String("orrery.extension.name", in.m.Extension.Name),
 	))
 	if span.IsRecording() {
-		meta := propagation.MapCarrier{}
-		otel.GetTextMapPropagator().Inject(ctx, meta)
-		if len(meta) > 0 {
-			params["_meta"] = map[string]string(meta)
+		if meta := agent.TraceMeta(ctx); meta != nil {
+			params["_meta"] = meta
 		}
 	}
 	return ctx, span

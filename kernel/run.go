@@ -30,11 +30,12 @@ type run struct {
 	perms       *RunPermissions // the run's own consent rules, or nil
 	usageEvents bool            // log orrery.usage after each model call (SendInput.UsageEvents)
 	// context and clientState are the client's context entries and shared
-	// state (SendInput); appState the application keys the run started
-	// with, which the model reads with context (contextMessage).
+	// state (SendInput); contextMsg is the system message the model reads
+	// them in (with the application keys the run started with), made once
+	// at the run's start, or nil.
 	context     []protocol.Context
 	clientState json.RawMessage
-	appState    json.RawMessage
+	contextMsg  *protocol.Message
 	workspace   tool.Workspace
 	usage       runUsage
 	// steers counts the steers that joined the run; mark is the count the
@@ -239,7 +240,7 @@ func (s *Session) startRun(r *run, userMsgs []protocol.Message, input *protocol.
 	if err != nil {
 		return err
 	}
-	r.appState = app
+	r.contextMsg = contextMessage(r.id, r.context, app)
 	if sub != nil {
 		s.commits.register(sub, nil)
 	}
@@ -427,8 +428,8 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 			return
 		}
 		msgs = t.s.transcript.snapshot()
-		if m, ok := t.r.contextMessage(); ok {
-			msgs = append([]protocol.Message{m}, msgs...)
+		if m := t.r.contextMsg; m != nil {
+			msgs = append([]protocol.Message{*m}, msgs...)
 		}
 		t.r.mark = t.r.steers
 	}); derr != nil {
@@ -441,30 +442,30 @@ func (t *turn) Messages(ctx context.Context) ([]protocol.Message, error) {
 // is shown.
 const maxStateForModel = 32 << 10
 
-// contextMessage is the system message that gives the model the client's
-// context entries and the application's shared state, when the run has
-// either.
-func (r *run) contextMessage() (protocol.Message, bool) {
-	if len(r.context) == 0 && len(r.appState) == 0 {
-		return protocol.Message{}, false
+// contextMessage is the system message of run runID that gives the model
+// the client's context entries and the application's shared state (app),
+// or nil when there is neither.
+func contextMessage(runID string, context []protocol.Context, app json.RawMessage) *protocol.Message {
+	if len(context) == 0 && len(app) == 0 {
+		return nil
 	}
 	var b strings.Builder
-	if len(r.context) > 0 {
+	if len(context) > 0 {
 		b.WriteString("Context the client gave for this turn:\n")
-		for _, c := range r.context {
+		for _, c := range context {
 			fmt.Fprintf(&b, "- %s: %s\n", c.Description, c.Value)
 		}
 	}
-	if len(r.appState) > 0 {
+	if len(app) > 0 {
 		// Every step of the run sends it: a client's state is not allowed
 		// to make each call a megabyte.
-		state := string(r.appState)
+		state := string(app)
 		if len(state) > maxStateForModel {
 			state = state[:maxStateForModel] + " … (cut: the state is longer than the model is shown)"
 		}
 		fmt.Fprintf(&b, "The application's shared state (JSON): %s\n", state)
 	}
-	return protocol.Message{ID: "ctx_" + r.id, Role: protocol.RoleSystem, Content: protocol.TextContent(b.String())}, true
+	return &protocol.Message{ID: "ctx_" + runID, Role: protocol.RoleSystem, Content: protocol.TextContent(b.String())}
 }
 
 // Emit logs events in the run. While the kernel holds more unsaved frames

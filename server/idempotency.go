@@ -48,11 +48,47 @@ type idemEntry struct {
 	body   []byte
 }
 
+// claim runs the Idempotency-Key protocol for r, a request that starts a
+// turn, with its body. It answers w itself and returns a nil rec when the
+// key has an answer (a replay), names another body (422), is too long
+// (400), or r's caller left while waiting for the key's first request.
+// Otherwise r is the key's first: it writes its answer through rec, sets
+// rec.turned once its turn began, and calls done at its end. Keys are the
+// caller's own: another token holder's key is another key.
+func (m *idempotency) claim(w http.ResponseWriter, r *http.Request, key string, body []byte) (rec *idemRecorder, done func()) {
+	if len(key) > 255 {
+		writeOAError(w, http.StatusBadRequest, "", "invalid_request", "the Idempotency-Key header is longer than 255 characters: send a shorter key (a UUID, say)")
+		return nil, nil
+	}
+	scoped := peerOf(r.Context()).token + "\x00" + key
+	sum := sha256.Sum256(body)
+	for {
+		e, first := m.begin(scoped, sum)
+		if first {
+			rec := &idemRecorder{ResponseWriter: w}
+			return rec, func() { m.finish(scoped, e, rec, r.Context().Err() != nil) }
+		}
+		if e.sum != sum {
+			writeOAError(w, http.StatusUnprocessableEntity, "", "idempotency_key_reused", "this Idempotency-Key was sent with another request body: send a new key for a new request")
+			return nil, nil
+		}
+		select {
+		case <-e.done:
+		case <-r.Context().Done():
+			return nil, nil
+		}
+		if e.kept {
+			e.replay(w)
+			return nil, nil
+		}
+		// The first never started its turn: this one may.
+	}
+}
+
 // begin looks key up. With first, the caller runs the request and must
 // call finish; otherwise e is another request's, which may still be
-// running (wait on e.done).
-func (m *idempotency) begin(key string, body []byte) (e *idemEntry, first bool) {
-	sum := sha256.Sum256(body)
+// running (wait on e.done). sum is the request body's hash.
+func (m *idempotency) begin(key string, sum [32]byte) (e *idemEntry, first bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.entries == nil {
@@ -89,17 +125,17 @@ func (m *idempotency) begin(key string, body []byte) (e *idemEntry, first bool) 
 func (m *idempotency) finish(key string, e *idemEntry, rec *idemRecorder, gone bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer close(e.done)
 	e.kept = rec.turned && !gone && rec.status != 0
-	e.tooBig = rec.tooBig
-	e.status = rec.status
-	e.header = rec.ResponseWriter.Header().Clone()
-	e.body = rec.body
-	if !e.kept && m.entries[key] == e {
-		delete(m.entries, key)
-		e.body = nil
+	if !e.kept {
+		if m.entries[key] == e {
+			delete(m.entries, key)
+		}
+		return
 	}
+	e.tooBig, e.status, e.body = rec.tooBig, rec.status, rec.body
+	e.header = rec.ResponseWriter.Header().Clone()
 	m.bytes += len(e.body)
-	close(e.done)
 }
 
 func (e *idemEntry) isDone() bool {

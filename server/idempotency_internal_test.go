@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http/httptest"
 	"testing"
@@ -14,7 +15,7 @@ func TestIdempotencyBounded(t *testing.T) {
 	body := make([]byte, 256<<10) // a 256 KiB answer each: the bytes bind before the keys do
 	for i := range 3 * idemMax {
 		key := fmt.Sprint("k", i)
-		e, first := m.begin(key, []byte(key))
+		e, first := m.begin(key, sha256.Sum256([]byte(key)))
 		if !first {
 			t.Fatalf("begin(%s) found an entry for a new key", key)
 		}
@@ -28,11 +29,11 @@ func TestIdempotencyBounded(t *testing.T) {
 			t.Fatalf("after %d keys %d bytes are kept, want at most %d", i+1, m.bytes, idemMaxBytes)
 		}
 	}
-	if _, first := m.begin("k10", []byte("k10")); !first {
+	if _, first := m.begin("k10", sha256.Sum256([]byte("k10"))); !first {
 		t.Error("an answer that never started a turn was kept")
 	}
 	last := fmt.Sprint("k", 3*idemMax-1)
-	if _, first := m.begin(last, []byte(last)); first {
+	if _, first := m.begin(last, sha256.Sum256([]byte(last))); first {
 		t.Error("the newest answer was forgotten")
 	}
 }
@@ -47,7 +48,7 @@ func TestIdempotencyKeepsOnlyWholeAnswers(t *testing.T) {
 		gone  bool
 	}{{"nothing written", false, false}, {"the client went away", true, true}} {
 		var m idempotency
-		e, _ := m.begin("k", nil)
+		e, _ := m.begin("k", [32]byte{})
 		rec := &idemRecorder{ResponseWriter: httptest.NewRecorder(), turned: true}
 		if tc.write {
 			rec.Write([]byte("partial"))
@@ -56,7 +57,7 @@ func TestIdempotencyKeepsOnlyWholeAnswers(t *testing.T) {
 		if e.kept {
 			t.Errorf("%s: the answer was kept", tc.name)
 		}
-		if _, first := m.begin("k", nil); !first {
+		if _, first := m.begin("k", [32]byte{}); !first {
 			t.Errorf("%s: the key was remembered", tc.name)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -295,37 +294,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		if len(key) > 255 {
-			writeOAError(w, http.StatusBadRequest, "", "invalid_request", "the Idempotency-Key header is longer than 255 characters: send a shorter key (a UUID, say)")
-			return
+		rec, done := s.idem.claim(w, r, key, body)
+		if rec == nil {
+			return // answered: replayed, refused, or the caller left
 		}
-		// Keys are the caller's own: another token holder's key is another
-		// key.
-		p := peerOf(r.Context())
-		scoped := p.token + "\x00" + key
-		for {
-			e, first := s.idem.begin(scoped, body)
-			if first {
-				rec := &idemRecorder{ResponseWriter: w}
-				defer func() { s.idem.finish(scoped, e, rec, r.Context().Err() != nil) }()
-				w = rec
-				break
-			}
-			if e.sum != sha256.Sum256(body) {
-				writeOAError(w, http.StatusUnprocessableEntity, "", "idempotency_key_reused", "this Idempotency-Key was sent with another request body: send a new key for a new request")
-				return
-			}
-			select {
-			case <-e.done:
-			case <-r.Context().Done():
-				return
-			}
-			if e.kept {
-				e.replay(w)
-				return
-			}
-			// The first never started its turn: this one may.
-		}
+		defer done()
+		w = rec
 	}
 	sess, fresh, err := s.chatSession(r, req)
 	if err != nil {

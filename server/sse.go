@@ -35,6 +35,15 @@ const maxBatchBytes = 256 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
+// putBuf returns b to bufPool, emptied; one grown past 1 MiB is left to
+// the collector, so the pool does not keep a burst's buffers.
+func putBuf(b *[]byte) {
+	*b = (*b)[:0]
+	if cap(*b) <= 1<<20 {
+		bufPool.Put(b)
+	}
+}
+
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -113,10 +122,7 @@ func (w *sseWriter) writeBuf() error {
 	}
 	w.deadline()
 	_, err := w.w.Write(*w.buf)
-	*w.buf = (*w.buf)[:0]
-	if cap(*w.buf) <= 1<<20 {
-		bufPool.Put(w.buf)
-	}
+	putBuf(w.buf)
 	w.buf = nil
 	return err
 }

@@ -61,7 +61,7 @@ type wsTransport struct {
 	// one message.
 	batch atomic.Bool
 	// cork is the connection under c, which holds a batch's messages
-	// for one write (nil if the upgrade did not go through it).
+	// for one write.
 	cork *corkedConn
 }
 
@@ -108,27 +108,17 @@ func (t *wsTransport) write(msgs [][]byte) error {
 	if !t.batch.Load() {
 		// One object a message: the messages go out in one write to the
 		// socket all the same (coder/websocket flushes each message).
-		if t.cork != nil {
-			t.cork.cork()
-		}
+		t.cork.cork()
 		var err error
 		for _, m := range msgs {
 			if err = t.c.Write(ctx, websocket.MessageText, m); err != nil {
 				break
 			}
 		}
-		if t.cork != nil {
-			err = errors.Join(err, t.cork.uncork())
-		}
-		return err
+		return errors.Join(err, t.cork.uncork())
 	}
 	buf := bufPool.Get().(*[]byte)
-	defer func() {
-		*buf = (*buf)[:0]
-		if cap(*buf) <= 1<<20 {
-			bufPool.Put(buf)
-		}
-	}()
+	defer putBuf(buf)
 	for _, m := range msgs {
 		if len(*buf) > 0 && len(*buf)+len(m) > maxWSMessage {
 			if err := t.c.Write(ctx, websocket.MessageText, *buf); err != nil {
@@ -240,13 +230,10 @@ func (c *corkedConn) uncork() error {
 	c.corked = false
 	buf := c.buf
 	c.buf = nil
-	var err error
-	if len(*buf) > 0 {
-		_, err = c.Conn.Write(*buf)
+	defer putBuf(buf)
+	if len(*buf) == 0 {
+		return nil
 	}
-	*buf = (*buf)[:0]
-	if cap(*buf) <= 1<<20 {
-		bufPool.Put(buf)
-	}
+	_, err := c.Conn.Write(*buf)
 	return err
 }

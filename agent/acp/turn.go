@@ -281,7 +281,6 @@ func (t *turn) toolCall(u updateFields) []protocol.Event {
 		}
 	}
 	if u.Status != nil && (*u.Status == "completed" || *u.Status == "failed") && !c.resulted {
-		evs = append(evs, c.start()...)
 		c.resulted = true
 		status := "ok"
 		if *u.Status == "failed" {
@@ -483,7 +482,7 @@ func (t *turn) permission(p *proc, m *Message) {
 			return
 		}
 		ans, err := asker.AskPermission(ctx, q)
-		if call != nil && err == nil && !ans.Allow && !optionAllows(req.Options, ans.Option) {
+		if call != nil && err == nil && !ans.Allow && !slices.ContainsFunc(q.Options, func(o agent.PermissionOption) bool { return o.ID == ans.Option && o.Allow }) {
 			t.mu.Lock()
 			call.denied = true
 			t.mu.Unlock()
@@ -503,16 +502,6 @@ func (t *turn) permission(p *proc, m *Message) {
 			perm.finish(failClosed(m.Params))
 		}
 	}()
-}
-
-// optionAllows reports whether id names one of opts that allows.
-func optionAllows(opts []permissionOption, id string) bool {
-	for _, o := range opts {
-		if o.OptionID == id {
-			return strings.HasPrefix(o.Kind, "allow")
-		}
-	}
-	return false
 }
 
 // question is the consent question of a permission request: the tool call

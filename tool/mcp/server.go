@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/getorrery/orrery"
+	"github.com/getorrery/orrery/agent"
 	"github.com/getorrery/orrery/tool"
 )
 
@@ -293,9 +294,8 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // traceparent (and tracestate), as MCP carries trace context over every
 // transport, stdio included; nil when there is no span to continue.
 func traceMeta(ctx context.Context) mcp.Meta {
-	c := propagation.MapCarrier{}
-	otel.GetTextMapPropagator().Inject(ctx, c)
-	if len(c) == 0 {
+	c := agent.TraceMeta(ctx)
+	if c == nil {
 		return nil
 	}
 	m := make(mcp.Meta, len(c))
