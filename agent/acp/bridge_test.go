@@ -882,6 +882,9 @@ func TestGeminiShapedPermission(t *testing.T) {
 	}{
 		{"git status", "chose yes", "ok"},
 		{"rm -rf build", "chose no", "denied"},
+		// A title that chains a denied command after an allowed one is
+		// judged part by part, as the shell tool's line is.
+		{"git status; rm -rf build", "chose no", "denied"},
 	} {
 		t.Run(tc.command, func(t *testing.T) {
 			e := newEnv(t, nil, func(k *kernel.Config, _ *acp.Config) { k.Consent = rules })
