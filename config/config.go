@@ -65,6 +65,9 @@ type Config struct {
 	// Telemetry is the [telemetry] table: where traces go and where
 	// metrics are served.
 	Telemetry TelemetryConfig `toml:"telemetry"`
+	// NATS is the [nats] table: the NATS cluster a [store] kind =
+	// "jetstream" log lives in, or the embedded server that joins one.
+	NATS NATSConfig `toml:"nats"`
 
 	// File is the file the configuration was read from, or "".
 	File string `toml:"-"`
@@ -151,6 +154,42 @@ type StoreConfig struct {
 	Data string `toml:"data"`
 	// Kind is the store implementation: "sqlite" (the default).
 	Kind string `toml:"kind"`
+}
+
+// NATSConfig is the [nats] table, read when [store] kind is "jetstream".
+// A node either connects to a NATS cluster (URLs) or runs a NATS server
+// inside itself (Embed) that may route to other nodes' (Cluster, Routes).
+type NATSConfig struct {
+	// URLs are the servers of an existing NATS cluster.
+	URLs []string `toml:"urls"`
+	// Creds is a NATS credentials file (a user JWT and its nkey seed).
+	Creds string `toml:"creds"`
+	// NKey is a file holding an nkey seed (SU…), for nkey authentication.
+	NKey string `toml:"nkey"`
+	// Embed is the directory of an embedded NATS server's JetStream files;
+	// set, the node runs its own server instead of connecting to URLs.
+	Embed string `toml:"embed"`
+	// Listen is the embedded server's client address; empty serves only
+	// the node itself (in-process).
+	Listen string `toml:"listen"`
+	// Cluster names the cluster the embedded server joins.
+	Cluster string `toml:"cluster"`
+	// ClusterListen is the embedded server's route address, which the
+	// other members' Routes name.
+	ClusterListen string `toml:"cluster_listen"`
+	// Routes are the other members' route URLs (nats://host:6222).
+	Routes []string `toml:"routes"`
+	// Name names the embedded server in its cluster.
+	Name string `toml:"name"`
+	// Replicas is how many servers hold each message: 1, or 3 in a
+	// cluster of three or more.
+	Replicas int `toml:"replicas"`
+	// Prefix names the stream, buckets and subjects ("orrery"), so that
+	// several Orrery clusters can share one NATS cluster.
+	Prefix string `toml:"prefix"`
+	// LeaseTTL is how long a node owns a session without renewing: a
+	// dead node's sessions move to the others after it. 10s by default.
+	LeaseTTL Duration `toml:"lease_ttl"`
 }
 
 // UIConfig is the [ui] table.
@@ -414,6 +453,16 @@ func ProjectFile(dir string) string {
 // $ORRERY_CONFIG, then DefaultFile if it exists. A named file that is
 // missing is an error; getenv reads the environment (os.Getenv when nil).
 func Load(path string, getenv func(string) string) (Config, error) {
+	cfg, err := Read(path, getenv)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Read is Load without the final Validate, for a caller that applies its
+// own flags over the result and validates after.
+func Read(path string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -444,7 +493,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err := cfg.applyEnv(getenv); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 func (c *Config) readFile(path string) error {
@@ -465,7 +514,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents] idle_stop, max_processes; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [nats] urls, creds, nkey, embed, listen, cluster, cluster_listen, routes, name, replicas, prefix, lease_ttl; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents] idle_stop, max_processes; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -484,6 +533,10 @@ var Env = []struct{ Name, Sets string }{
 	{"ORRERY_TLS_CERT", "server.tls_cert"},
 	{"ORRERY_TLS_KEY", "server.tls_key"},
 	{"ORRERY_METRICS_LISTEN", "telemetry.metrics_listen"},
+	{"ORRERY_STORE", "store.kind"},
+	{"ORRERY_NATS", "nats.urls (comma-separated)"},
+	{"ORRERY_NATS_CREDS", "nats.creds"},
+	{"ORRERY_NATS_NKEY", "nats.nkey"},
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
@@ -510,6 +563,18 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv("ORRERY_METRICS_LISTEN"); v != "" {
 		c.Telemetry.MetricsListen = v
+	}
+	if v := getenv("ORRERY_STORE"); v != "" {
+		c.Store.Kind = v
+	}
+	if v := getenv("ORRERY_NATS"); v != "" {
+		c.NATS.URLs = splitList(v)
+	}
+	if v := getenv("ORRERY_NATS_CREDS"); v != "" {
+		c.NATS.Creds = v
+	}
+	if v := getenv("ORRERY_NATS_NKEY"); v != "" {
+		c.NATS.NKey = v
 	}
 	if v := getenv("ORRERY_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -551,7 +616,25 @@ func (c *Config) Validate() error {
 	case c.Store.Data == "":
 		return errors.New("store.data is empty: set it to a directory, or set ORRERY_DATA")
 	case c.Store.Kind == "":
-		return errors.New("store.kind is empty: set it to sqlite, or leave it out")
+		return errors.New("store.kind is empty: set it to sqlite or jetstream, or leave it out")
+	case c.Store.Kind == "jetstream" && len(c.NATS.URLs) == 0 && c.NATS.Embed == "":
+		return errors.New("store.kind is jetstream but there is no NATS to keep it in: set nats.urls (--nats URL) to join a cluster, or nats.embed (--nats-embed DIR) to run a server in the node")
+	case len(c.NATS.URLs) > 0 && c.NATS.Embed != "":
+		return errors.New("nats.urls and nats.embed are both set: a node either connects to a NATS cluster (urls) or runs its own server (embed), not both")
+	case c.NATS.Cluster != "" && c.NATS.Embed == "":
+		return errors.New("nats.cluster is set without nats.embed: only an embedded server joins a cluster; give --nats-embed DIR too")
+	case c.NATS.Cluster != "" && c.NATS.ClusterListen == "":
+		return errors.New("nats.cluster is set without nats.cluster_listen: give the address the other members route to, e.g. --nats-cluster-listen 0.0.0.0:6222")
+	case c.NATS.ClusterListen != "" && !validListen(c.NATS.ClusterListen):
+		return fmt.Errorf("nats.cluster_listen is %q, which is not host:port, e.g. 0.0.0.0:6222", c.NATS.ClusterListen)
+	case c.NATS.Listen != "" && !validListen(c.NATS.Listen):
+		return fmt.Errorf("nats.listen is %q, which is not host:port, e.g. 127.0.0.1:4222", c.NATS.Listen)
+	case c.NATS.Replicas < 0 || c.NATS.Replicas > 5:
+		return fmt.Errorf("nats.replicas is %d: set it from 1 to 5 (3 in a three-server cluster)", c.NATS.Replicas)
+	case c.NATS.LeaseTTL.Duration != 0 && (c.NATS.LeaseTTL.Duration < time.Second || c.NATS.LeaseTTL.Duration > 5*time.Minute):
+		return fmt.Errorf("nats.lease_ttl is %s: set it from 1s to 5m; the default is 10s", c.NATS.LeaseTTL)
+	case c.NATS.Creds != "" && c.NATS.NKey != "":
+		return errors.New("nats.creds and nats.nkey are both set: give one way to authenticate")
 	case c.Kernel.IdleUnload.Duration < 0 || c.Kernel.IdleUnload.Duration > 0 && c.Kernel.IdleUnload.Duration < time.Second:
 		return fmt.Errorf("kernel.idle_unload is %s: set it to 1s or more, or 0s to keep every session loaded; the default is 10m", c.Kernel.IdleUnload)
 	case c.Kernel.CheckpointEvery < 1:

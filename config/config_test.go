@@ -164,7 +164,7 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name: "idle_unload off",
-			file: "[kernel]\nidle_unload = \"0s\"\n[store]\nkind = \"jetstream\"\n",
+			file: "[kernel]\nidle_unload = \"0s\"\n[store]\nkind = \"jetstream\"\n[nats]\nurls = [\"nats://a:4222\"]\n",
 			check: func(t *testing.T, c config.Config) {
 				if c.Kernel.IdleUnload.Duration != 0 || c.Store.Kind != "jetstream" {
 					t.Errorf("Kernel = %+v, Store.Kind = %q; want idle_unload 0s, kind jetstream (checked when the store opens)", c.Kernel, c.Store.Kind)
@@ -206,6 +206,23 @@ func TestLoad(t *testing.T) {
 		{name: "no connections", file: "[server]\nmax_conns = 0\n", wantErr: "server.max_conns is 0"},
 		{name: "no connections per address", file: "[server]\nmax_conns_per_addr = -1\n", wantErr: "server.max_conns_per_addr is -1"},
 		{name: "bad price name", file: "[prices.gpt]\ninput = 1\n", wantErr: "provider:model"},
+		{name: "jetstream without NATS", file: "[store]\nkind = \"jetstream\"\n", wantErr: "set nats.urls (--nats URL)"},
+		{name: "jetstream from the environment", env: map[string]string{"ORRERY_STORE": "jetstream"}, wantErr: "nats.embed (--nats-embed DIR)"},
+		{name: "both NATS urls and embed", file: "[nats]\nurls = [\"nats://a\"]\nembed = \"/x\"\n", wantErr: "not both"},
+		{name: "cluster without embed", file: "[nats]\ncluster = \"c\"\n", wantErr: "give --nats-embed DIR too"},
+		{name: "cluster without a route address", file: "[nats]\nembed = \"/x\"\ncluster = \"c\"\n", wantErr: "--nats-cluster-listen"},
+		{name: "too many replicas", file: "[nats]\nreplicas = 7\n", wantErr: "nats.replicas is 7"},
+		{name: "creds and nkey", file: "[nats]\ncreds = \"a\"\nnkey = \"b\"\n", wantErr: "one way to authenticate"},
+		{name: "unknown nats key", file: "[nats]\nurl = \"nats://a\"\n", wantErr: "[nats] urls, creds"},
+		{
+			name: "NATS from the environment",
+			env:  map[string]string{"ORRERY_STORE": "jetstream", "ORRERY_NATS": "nats://a:4222, nats://b:4222", "ORRERY_NATS_CREDS": "/c.creds"},
+			check: func(t *testing.T, c config.Config) {
+				if c.Store.Kind != "jetstream" || len(c.NATS.URLs) != 2 || c.NATS.URLs[1] != "nats://b:4222" || c.NATS.Creds != "/c.creds" {
+					t.Errorf("Store.Kind %q, NATS %+v; want jetstream, two URLs and the creds file", c.Store.Kind, c.NATS)
+				}
+			},
+		},
 		{name: "bad env number", env: map[string]string{"ORRERY_MAX_BODY_BYTES": "lots"}, wantErr: "ORRERY_MAX_BODY_BYTES"},
 	}
 	for _, tt := range tests {

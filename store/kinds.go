@@ -15,6 +15,9 @@ var ErrUnknownKind = errors.New("unknown store kind")
 type OpenConfig struct {
 	// Dir is the data directory the Log keeps its files in.
 	Dir string
+	// Options are the kind's own settings, of a type its Opener knows
+	// (the [nats] table for jetstream); nil for a kind that needs none.
+	Options any
 }
 
 // Opener opens a Log of one kind. The Log it returns is ready; on an error

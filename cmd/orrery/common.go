@@ -39,6 +39,9 @@ type commonFlags struct {
 	agent      string
 	// modelWhy says why the model was chosen, when config named none.
 	modelWhy string
+	// apply, when set, applies a command's own flags to the config before
+	// it is checked.
+	apply func(*config.Config) error
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, withModel bool) {
@@ -52,7 +55,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, withModel bool) {
 
 // load reads the configuration and applies the flags over it.
 func (c *commonFlags) load(e *env) (config.Config, error) {
-	cfg, err := config.Load(c.configPath, e.getenv)
+	cfg, err := config.Read(c.configPath, e.getenv)
 	if err != nil {
 		return cfg, err
 	}
@@ -73,6 +76,11 @@ func (c *commonFlags) load(e *env) (config.Config, error) {
 	}
 	if cfg.Agent.Model == "" {
 		cfg.Agent.Model, c.modelWhy = models.Auto(e.getenv)
+	}
+	if c.apply != nil {
+		if err := c.apply(&cfg); err != nil {
+			return cfg, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err

@@ -34,6 +34,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("go build = %v\n%s", err, out)
 	}
 	t.Run("Crash", func(t *testing.T) { t.Parallel(); testCrash(t, bin) })
+	t.Run("CrashJetStream", func(t *testing.T) { t.Parallel(); testCrashJetStream(t, bin) })
 	t.Run("Run", func(t *testing.T) { t.Parallel(); testRun(t, bin) })
 	t.Run("Usage", func(t *testing.T) { t.Parallel(); testUsage(t, bin) })
 	t.Run("ServeAgentTools", func(t *testing.T) { t.Parallel(); testServeAgentTools(t, bin) })
@@ -50,6 +51,8 @@ func TestBinary(t *testing.T) {
 	t.Run("Traces", func(t *testing.T) { t.Parallel(); testTraces(t, bin) })
 	t.Run("TracesFromConfig", func(t *testing.T) { t.Parallel(); testTracesFromConfig(t, bin) })
 	t.Run("ReadyzLostLock", func(t *testing.T) { t.Parallel(); testReadyzLostLock(t, bin) })
+	t.Run("ReadyzNoLeases", func(t *testing.T) { t.Parallel(); testReadyzNoLeases(t, bin) })
+	t.Run("Failover", func(t *testing.T) { t.Parallel(); testFailover(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
@@ -319,7 +322,15 @@ func (s *server) events(session string, since uint64, fn func(seen) bool) []seen
 
 // testCrash kills orrery serve with SIGKILL in the middle of a run and
 // checks what the restarted server makes of the log.
-func testCrash(t *testing.T, bin string) {
+func testCrash(t *testing.T, bin string) { testCrashWith(t, bin) }
+
+// testCrashJetStream is testCrash with the log in the NATS server the
+// process runs inside itself: killed with it, restarted with it.
+func testCrashJetStream(t *testing.T, bin string) {
+	testCrashWith(t, bin, "--store", "jetstream", "--nats-embed", t.TempDir())
+}
+
+func testCrashWith(t *testing.T, bin string, storeArgs ...string) {
 	env := environ(t)
 	data := t.TempDir()
 	scriptPath := filepath.Join(t.TempDir(), "script.json")
@@ -329,7 +340,7 @@ func testCrash(t *testing.T, bin string) {
 	}
 	model := writeScript(t, scriptPath, map[string]any{"text": chunks, "delay_ms": 50})
 
-	s := serve(t, bin, env, "--data", data, "--model", model)
+	s := serve(t, bin, env, append([]string{"--data", data, "--model", model}, storeArgs...)...)
 	var created struct{ Session string }
 	s.control(map[string]any{"t": "session.new", "id": "1"}, &created)
 	sess := created.Session
@@ -352,7 +363,7 @@ func testCrash(t *testing.T, bin string) {
 
 	// The restarted server serves the fast turn that follows.
 	writeScript(t, scriptPath, map[string]any{"text": []string{"fresh ", "answer"}})
-	s = serve(t, bin, env, "--data", data, "--model", model)
+	s = serve(t, bin, env, append([]string{"--data", data, "--model", model}, storeArgs...)...)
 	log := s.read(sess)
 	t.Logf("saw %d frames before the kill; the restarted server logs %d", len(before), len(log.Frames))
 

@@ -394,6 +394,9 @@ func (c *dbCmd) backup(ctx context.Context, path, dest string) error {
 // storeOpenError is the error of a data dir whose log does not open,
 // naming the fix when the log is damaged.
 func storeOpenError(cfg config.Config, err error) error {
+	if cfg.Store.Kind == "jetstream" {
+		return err
+	}
 	if errors.Is(err, store.ErrDamaged) {
 		return fmt.Errorf("the session log %s is damaged (%w): run `orrery db check` to see what is lost, then restore it from a backup or run `orrery db repair`", cfg.DBPath(), err)
 	}

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/getorrery/orrery/cluster/embed"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -166,5 +168,45 @@ func testReadyzLostLock(t *testing.T, bin string) {
 	}
 	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
 		t.Errorf("GET /readyz with the dir back = %d %s; want 200", code, body)
+	}
+}
+
+// testReadyzNoLeases: a node on a NATS cluster it cannot reach could own
+// no session, so /readyz takes it out of a load balancer, naming the
+// leases, and puts it back once NATS answers again.
+func testReadyzNoLeases(t *testing.T, bin string) {
+	dir := t.TempDir()
+	start := func(listen string) *embed.Server {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		s, err := embed.Start(ctx, embed.Config{Dir: dir, Listen: listen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+		return s
+	}
+	ns := start("127.0.0.1:0")
+	addr := strings.TrimPrefix(ns.ClientURL(), "nats://")
+	srv := serveIn(t, bin, environ(t), t.TempDir(), "--data", t.TempDir(), "--model", "offline", "--store", "jetstream", "--nats", ns.ClientURL())
+	if code, body := httpGet(t, srv.url+"/readyz"); code != http.StatusOK {
+		t.Fatalf("GET /readyz = %d %s; want 200", code, body)
+	}
+	ns.Stop()
+	code, body := httpGet(t, srv.url+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "session leases") {
+		t.Errorf("GET /readyz with NATS down = %d %s; want 503 naming the session leases", code, body)
+	}
+	start(addr)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		code, body = httpGet(t, srv.url+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz with NATS back = %d %s; want 200", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -28,6 +28,7 @@ type serveCmd struct {
 	env     *env
 	node    bool
 	common  commonFlags
+	nats    natsFlags
 	listen  string
 	pipe    string
 	tlsCert string
@@ -55,12 +56,14 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if c.node && len(args) > 0 && args[0] == "token" {
 		return (&tokenCmd{env: c.env}).Run(ctx, args[1:])
 	}
-	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [--data DIR] [--model NAME] [--config FILE]"
+	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [--data DIR] [--model NAME] [--config FILE]\n       [--store jetstream (--nats URL[,URL…] | --nats-embed DIR [--nats-cluster NAME --nats-cluster-listen ADDR --nats-routes URL,…])]"
 	if c.node {
 		usage += "\n       orrery node token create|list|revoke …"
 	}
 	fs := newFlagSet(c.env, c.name(), usage)
 	c.common.register(fs, true)
+	c.nats.register(fs)
+	c.common.apply = c.nats.apply
 	defaultListen := "$ORRERY_LISTEN, then 127.0.0.1:7411"
 	if c.node {
 		defaultListen = "0.0.0.0:7411"
@@ -146,7 +149,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		ListenAddr:        ln.Addr().String(),
 		Kernel:            k.kernel,
 		Metrics:           k.metrics.Handler(),
-		Ready:             []func() error{k.lock.Check},
+		Ready:             readyChecks(k),
 		Hub:               k.hub,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		KeepAlive:         cfg.Server.KeepAlive.Duration,

@@ -22,10 +22,10 @@ func TestOpenStore(t *testing.T) {
 	cfg.Store.Kind = "nats"
 	_, err = openStore(context.Background(), cfg)
 	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"nats"`) || !strings.Contains(err.Error(), "one of sqlite") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"nats"`) || !strings.Contains(err.Error(), "one of jetstream, sqlite") {
 		t.Errorf("openStore(kind nats) = %v, want a usage error naming sqlite", err)
 	}
-	if got := strings.Join(storeKinds.Names(), ","); got != "sqlite" {
-		t.Errorf("storeKinds.Names() = %s, want sqlite", got)
+	if got := strings.Join(storeKinds.Names(), ","); got != "jetstream,sqlite" {
+		t.Errorf("storeKinds.Names() = %s, want jetstream,sqlite", got)
 	}
 }

@@ -117,7 +117,7 @@ func TestConfigValidateResolves(t *testing.T) {
 		name, file, want string
 	}{
 		{"unknown model", "[agent]\nmodel = \"nosuch:thing\"\n", `agent.model "nosuch:thing"`},
-		{"unknown store", "[store]\nkind = \"postgres\"\n", `store.kind "postgres" is not a store this build has: use one of sqlite`},
+		{"unknown store", "[store]\nkind = \"postgres\"\n", `store.kind "postgres" is not a store this build has: use one of jetstream, sqlite`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "orrery.toml")

@@ -186,7 +186,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 
 // LiveSubject is the subject JetStream republishes a session's frames to
 // once they are stored, for nodes that deliver them live.
-func (l *Log) LiveSubject(session string) string { return l.n.live + token(session) }
+func (l *Log) LiveSubject(session string) string { return l.n.live + Token(session) }
 
 // LiveWildcard matches every session's live subject.
 func (l *Log) LiveWildcard() string { return l.n.live + "*" }
@@ -246,7 +246,7 @@ func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.sessions.Create(ctx, token(s.ID), data); err != nil {
+	if _, err := l.sessions.Create(ctx, Token(s.ID), data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
 		}
@@ -260,7 +260,7 @@ func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
 
 // getRecord reads a session's record and its revision.
 func (l *Log) getRecord(ctx context.Context, id string) (record, uint64, error) {
-	e, err := l.sessions.Get(ctx, token(id))
+	e, err := l.sessions.Get(ctx, Token(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return record{}, 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
 	}
@@ -395,7 +395,7 @@ func (l *Log) UpdateSession(ctx context.Context, s store.Session) error {
 		if err != nil {
 			return err
 		}
-		_, err = l.sessions.Update(ctx, token(s.ID), data, rev)
+		_, err = l.sessions.Update(ctx, Token(s.ID), data, rev)
 		if err == nil {
 			return nil
 		}
@@ -408,7 +408,7 @@ func (l *Log) UpdateSession(ctx context.Context, s store.Session) error {
 
 // readTail reads the end of a session's log from the stream.
 func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
-	m, err := l.directGet(ctx, directReq{LastFor: l.n.any + token(id)})
+	m, err := l.directGet(ctx, directReq{LastFor: l.n.any + Token(id)})
 	if errors.Is(err, errNotFound) {
 		return tailState{loaded: true}, nil
 	}
@@ -421,7 +421,7 @@ func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
 	}
 	cost, _ := strconv.ParseInt(m.hdr.Get(hdrCost), 10, 64)
 	headSseq := m.sseq
-	if m.subject != l.n.frames+token(id) {
+	if m.subject != l.n.frames+Token(id) {
 		headSseq, _ = strconv.ParseUint(m.hdr.Get(hdrHeadSseq), 10, 64)
 	}
 	return tailState{loaded: true, head: head, headSseq: headSseq, last: m.sseq, openRun: m.hdr.Get(hdrOpenRun), cost: cost}, nil
@@ -550,7 +550,7 @@ func (l *Log) publishBatch(ctx context.Context, id string, b store.Batch, t *tai
 // publishChunk writes at most maxAtomic frames, or a cost record when it
 // has none.
 func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tail) error {
-	tok := token(id)
+	tok := Token(id)
 	openRun := t.openRun
 	for _, f := range b.Frames {
 		switch f.Type {
@@ -814,7 +814,7 @@ func (l *Log) locate(ctx context.Context, id string, since uint64) (sseq uint64,
 	// Each frame takes at least one stream sequence, so frame since is
 	// at least (head-since) before the head's.
 	hi = min(hi, end.headSseq-(end.head-since))
-	subj := l.n.frames + token(id)
+	subj := l.n.frames + Token(id)
 	for lo <= hi {
 		mid := lo + (hi-lo)/2
 		m, err := l.directGet(ctx, directReq{Seq: mid, NextFor: subj})
@@ -877,7 +877,7 @@ func (l *Log) scan(ctx context.Context, id string, since uint64, limit int, own 
 	if err != nil || !ok {
 		return err
 	}
-	subj := l.n.frames + token(id)
+	subj := l.n.frames + Token(id)
 	next, done := since+1, 0
 	for limit <= 0 || done < limit {
 		want := page
@@ -939,7 +939,7 @@ func (l *Log) SaveCheckpoint(ctx context.Context, id string, c store.Checkpoint)
 	if !ok {
 		return fmt.Errorf("save checkpoint of session %s at seq %d: %w", id, c.Head, store.ErrCheckpointAhead)
 	}
-	meta := jetstream.ObjectMeta{Name: token(id), Metadata: map[string]string{
+	meta := jetstream.ObjectMeta{Name: Token(id), Metadata: map[string]string{
 		metaHead: strconv.FormatUint(c.Head, 10), metaSseq: strconv.FormatUint(sseq, 10)}}
 	if _, err := l.checkpoints.Put(ctx, meta, bytes.NewReader(c.Data)); err != nil {
 		return fmt.Errorf("save checkpoint of session %s: %w", id, classify(err))
@@ -958,7 +958,7 @@ func (l *Log) LoadCheckpoint(ctx context.Context, id string) (store.Checkpoint, 
 	if err := l.ensureKnown(ctx, id); err != nil {
 		return store.Checkpoint{}, err
 	}
-	r, err := l.checkpoints.Get(ctx, token(id))
+	r, err := l.checkpoints.Get(ctx, Token(id))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return store.Checkpoint{}, fmt.Errorf("session %s: %w", id, store.ErrNoCheckpoint)
 	}

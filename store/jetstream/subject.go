@@ -6,13 +6,13 @@ import (
 	"strings"
 )
 
-// token is how a session id appears in subjects, KV keys and object
+// Token is how a session id appears in subjects, KV keys and object
 // names: the id itself when it is made of letters, digits, '-' and '_'
 // only (as the kernel's generated ids are), so that an operator reading
 // `nats stream subjects` recognises it; anything else is "=" and the id in
 // unpadded URL-safe base64. The two forms cannot collide: a verbatim token
 // never holds '='.
-func token(id string) string {
+func Token(id string) string {
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
@@ -22,7 +22,7 @@ func token(id string) string {
 	return id
 }
 
-// sessionOf is token's inverse.
+// sessionOf is Token's inverse.
 func sessionOf(tok string) (string, error) {
 	enc, ok := strings.CutPrefix(tok, "=")
 	if !ok {
