@@ -68,6 +68,11 @@ type Leases struct {
 	log   *slog.Logger
 	now   func() time.Time
 
+	// renewMu keeps a renewal and a release of a lease from crossing: a
+	// release that read the revision a renewal then moved would fail to
+	// delete the key and leave the lease held.
+	renewMu sync.Mutex
+
 	mu   sync.Mutex
 	held map[string]*Lease
 	stop chan struct{}
@@ -324,6 +329,8 @@ func (l *Leases) Owner(ctx context.Context, session string) (*Node, error) {
 // Release gives the session's lease up, so another node may take it at
 // once. It deletes the key only at the revision this node wrote.
 func (l *Leases) Release(ctx context.Context, session string) error {
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	l.mu.Lock()
 	ls, ok := l.held[session]
 	delete(l.held, session)
@@ -379,6 +386,8 @@ func (l *Leases) renewLoop() {
 // wrote the key is lost at once; one that fails because NATS does not
 // answer stays until its validity runs out, and is tried again.
 func (l *Leases) renewAll() {
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
 	l.mu.Lock()
 	leases := make([]*Lease, 0, len(l.held))
 	for _, ls := range l.held {

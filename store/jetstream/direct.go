@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // directReq is a JetStream direct get request (ADR-31): any replica of the
@@ -68,6 +70,57 @@ func (l *Log) directGet(ctx context.Context, req directReq) (stored, error) {
 	return parseStored(m)
 }
 
+// replies routes the answers to direct get batches: one wildcard
+// subscription for the Log's whole life, as nats.go's own requests use.
+// A subscription made per request would race its own answer in a
+// cluster: the server that answers may not yet know of the new interest
+// and drop the reply.
+type replies struct {
+	prefix string
+	sub    *nats.Subscription
+	mu     sync.Mutex
+	chans  map[string]chan *nats.Msg
+}
+
+func newReplies(nc *nats.Conn) (*replies, error) {
+	r := &replies{prefix: nc.NewRespInbox() + ".", chans: make(map[string]chan *nats.Msg)}
+	sub, err := nc.Subscribe(r.prefix+"*", func(m *nats.Msg) {
+		r.mu.Lock()
+		ch := r.chans[m.Subject[len(r.prefix):]]
+		r.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- m:
+			default: // more than was asked for: cannot happen
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("direct get: subscribe: %w", err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	if err := nc.Flush(); err != nil {
+		return nil, err
+	}
+	r.sub = sub
+	return r, nil
+}
+
+func (r *replies) open(n int) (string, chan *nats.Msg, func()) {
+	tok := nuid.Next()
+	ch := make(chan *nats.Msg, n+2)
+	r.mu.Lock()
+	r.chans[tok] = ch
+	r.mu.Unlock()
+	return r.prefix + tok, ch, func() {
+		r.mu.Lock()
+		delete(r.chans, tok)
+		r.mu.Unlock()
+	}
+}
+
 // directBatch asks for up to req.Batch messages and calls fn with each, in
 // stream order. It returns how many it passed to fn and whether the stream
 // holds more that match (the end-of-batch marker's pending count).
@@ -76,19 +129,17 @@ func (l *Log) directBatch(ctx context.Context, req directReq, fn func(stored) er
 	if err != nil {
 		return 0, false, err
 	}
-	inbox := l.nc.NewRespInbox()
-	sub, err := l.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, false, fmt.Errorf("direct get: subscribe: %w", err)
-	}
-	defer sub.Unsubscribe()
+	inbox, ch, done := l.replies.open(req.Batch)
+	defer done()
 	if err := l.nc.PublishRequest(l.directSubject(), inbox, body); err != nil {
 		return 0, false, fmt.Errorf("direct get: %w", err)
 	}
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return n, false, fmt.Errorf("direct get from stream %s: %w", l.n.stream, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return n, false, fmt.Errorf("direct get from stream %s: %w", l.n.stream, ctx.Err())
 		}
 		if st := m.Header.Get("Status"); st != "" && len(m.Data) == 0 {
 			switch st {

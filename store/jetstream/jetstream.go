@@ -82,6 +82,7 @@ type Log struct {
 	checkpoints jetstream.ObjectStore
 	atomic      chan struct{} // bounds atomic batches in flight (the server allows 50 a stream)
 	writer      string        // this Log's id, in its messages' ids
+	replies     *replies
 
 	mu     sync.Mutex
 	closed bool
@@ -129,7 +130,7 @@ const maxTails = 4096
 // Open makes sure the stream and buckets exist, laid out as cfg says, and
 // returns the Log on nc. A stream that exists with other replicas is
 // updated to cfg's.
-func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "orrery"
 	}
@@ -148,6 +149,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	}
 	l := &Log{nc: nc, js: js, cfg: cfg, n: newNames(cfg.Prefix), atomic: make(chan struct{}, 32), writer: nuid.Next(),
 		tails: make(map[string]*tail), known: make(map[string]bool)}
+	if l.replies, err = newReplies(nc); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.replies.sub.Unsubscribe()
+		}
+	}()
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -427,10 +436,15 @@ func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
 	return tailState{loaded: true, head: head, headSseq: headSseq, last: m.sseq, openRun: m.hdr.Get(hdrOpenRun), cost: cost}, nil
 }
 
-// indexOf returns the session's span index.
-func (l *Log) indexOf(id string) *spanIndex {
-	t := l.tailOf(id)
-	defer t.mu.Unlock()
+// spansOf returns the session's span index.
+func (l *Log) spansOf(id string) *spanIndex {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.tails[id]
+	if !ok {
+		t = &tail{}
+		l.tails[id] = t
+	}
 	return &t.idx
 }
 
@@ -902,6 +916,12 @@ func (l *Log) scan(ctx context.Context, id string, since uint64, limit int, own 
 			return nil
 		})
 		done += n
+		if lastSseq != 0 {
+			// Remember where the page ended: a reader that comes back for
+			// what follows (a follower, a client resuming) starts there
+			// without a search.
+			l.spansOf(id).add(span{seq: next - 1, sseq: lastSseq, n: 1})
+		}
 		if err != nil {
 			return err
 		}
@@ -979,7 +999,7 @@ func (l *Log) LoadCheckpoint(ctx context.Context, id string) (store.Checkpoint, 
 		return store.Checkpoint{}, fmt.Errorf("load checkpoint of session %s: no head in its metadata: %w", id, store.ErrDamaged)
 	}
 	if sseq, err := strconv.ParseUint(info.Metadata[metaSseq], 10, 64); err == nil && head > 0 {
-		l.indexOf(id).add(span{seq: head, sseq: sseq, n: 1})
+		l.spansOf(id).add(span{seq: head, sseq: sseq, n: 1})
 	}
 	if data == nil {
 		data = []byte{}
@@ -998,8 +1018,22 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.ops.Wait()
+	l.replies.sub.Unsubscribe()
 	if l.cfg.CloseConn {
 		l.nc.Close()
 	}
 	return nil
+}
+
+// FrameOf reads the frame a live (republished) message carries.
+func FrameOf(m *nats.Msg) (store.Frame, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSeq), 10, 64)
+	if err != nil {
+		return store.Frame{}, fmt.Errorf("live message on %s has no %s header", m.Subject, hdrSeq)
+	}
+	data := m.Data
+	if data == nil {
+		data = []byte{}
+	}
+	return store.Frame{Seq: seq, Type: m.Header.Get(hdrType), Run: m.Header.Get(hdrRun), Data: data}, nil
 }

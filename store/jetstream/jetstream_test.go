@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getorrery/orrery/cluster/embed"
 	"github.com/getorrery/orrery/internal/natstest"
@@ -31,7 +32,7 @@ func runSuite(t *testing.T, srvs []*embed.Server, replicas int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := jetstream.Open(t.Context(), nc, jetstream.Config{Prefix: prefixFor(dir), Replicas: replicas, CloseConn: true})
+		l, err := jetstream.Open(t.Context(), nc, jetstream.Config{Prefix: prefixFor(dir), Replicas: replicas, CloseConn: true, Timeout: time.Minute})
 		if err != nil {
 			nc.Close()
 			t.Fatal(err)
