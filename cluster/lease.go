@@ -277,6 +277,17 @@ func (l *Leases) AcquireWait(ctx context.Context, session string) (*Lease, error
 	}
 }
 
+// heartbeatAge is how long ago the node last said it was alive, by the
+// server's clock against this one's; ok is false when it has not within a
+// lease.
+func (l *Leases) heartbeatAge(ctx context.Context, id string) (time.Duration, bool) {
+	e, err := l.nodes.Get(ctx, jsstore.Token(id))
+	if err != nil {
+		return 0, false
+	}
+	return max(0, l.now().Sub(e.Created())), true
+}
+
 // beatOf is the revision of a node's latest heartbeat, 0 when it has none.
 func (l *Leases) beatOf(ctx context.Context, id string) uint64 {
 	e, err := l.nodes.Get(ctx, jsstore.Token(id))

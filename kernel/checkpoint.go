@@ -290,6 +290,9 @@ func (s *Session) noteFrame(data []byte) {
 // Runs on the actor.
 func (s *Session) maybeCheckpoint(runEnded bool) {
 	s.assertActor()
+	if s.Following() {
+		return // the owner checkpoints the session
+	}
 	every := s.k.checkpointEvery()
 	if every == 0 || s.ckptFrames == 0 || (!runEnded && s.ckptFrames < every) {
 		return
@@ -304,6 +307,9 @@ func (s *Session) maybeCheckpoint(runEnded bool) {
 // reflects is committed. Runs on the actor.
 func (s *Session) checkpointNow() {
 	s.assertActor()
+	if s.Following() {
+		return
+	}
 	c := s.takeCheckpoint()
 	s.commits.push(commitItem{then: func() { s.ckpt.submit(s, c) }})
 }

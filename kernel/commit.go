@@ -31,6 +31,9 @@ type commitItem struct {
 	seen bool
 	// reset ends a failure (committer.reset).
 	reset bool
+	// logged marks a frame another node logged (a follower's): it is
+	// published in its place in the queue, and not appended.
+	logged bool
 }
 
 // action reports whether the item is something to do rather than a frame.
@@ -81,6 +84,13 @@ func (c *committer) push(its ...commitItem) {
 	c.queue = append(c.queue, its...)
 	c.mu.Unlock()
 	c.signal()
+}
+
+// publishFollowed queues a frame another node logged, to be published
+// after everything queued before it and not appended.
+func (c *committer) publishFollowed(it commitItem) {
+	it.logged = true
+	c.push(it)
 }
 
 // countFrames is how many of its are frames.
@@ -190,7 +200,7 @@ func (c *committer) commitQueued() {
 	}
 	frames := make([]Frame, 0, len(items))
 	for _, it := range items {
-		if !it.action() {
+		if !it.action() && !it.logged {
 			frames = append(frames, it.frame)
 		}
 	}

@@ -33,6 +33,9 @@ import (
 type Config struct {
 	// Store is the durable log.
 	Store store.Log
+	// Cluster, when set, shares Store with other nodes: a session another
+	// node owns loads as a follower of it (follow.go).
+	Cluster Cluster
 	// Models turns a model spec into a provider.
 	Models func(spec string) (agent.Provider, error)
 	// DefaultModel is the spec of sessions that name none.

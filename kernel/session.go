@@ -65,6 +65,8 @@ type Session struct {
 	activeAt atomic.Int64
 	// ckpt writes checkpoints off the actor (checkpoint.go).
 	ckpt checkpointWriter
+	// follow is the feed of a session another node writes (follow.go).
+	follow following
 
 	// Owned by the actor goroutine: read and written only in functions it
 	// runs (those that call assertActor), or before it starts.
@@ -912,6 +914,7 @@ func (s *Session) stopActor() {
 // writes a checkpoint when frames were logged since the last one, and stops
 // the session's goroutines.
 func (s *Session) close(ctx context.Context) error {
+	s.stopFollowing()
 	var last *run
 	var stopIdle func() bool
 	err := s.do(context.WithoutCancel(ctx), func() {

@@ -102,6 +102,11 @@ func (s *Session) finishUnload(a *actor) {
 		s.checkpointNow()
 	}
 	a.stop.Do(func() { close(a.quit) })
+	// The feed's pending frame sees the actor quit; stopping it waits for
+	// that, so off the actor.
+	if stop := s.takeFollowStop(); stop != nil {
+		go stop()
+	}
 	close(s.commits.stop)
 	<-s.commits.done
 	s.ckpt.wait()
@@ -198,7 +203,11 @@ func (k *Kernel) bringUp(ctx context.Context, s *Session) error {
 		return err
 	}
 	s.start()
-	if err := s.recover(ctx); err != nil {
+	following, err := s.startFollowing(ctx)
+	if err == nil && !following {
+		err = s.recover(ctx)
+	}
+	if err != nil {
 		_ = s.close(ctx)
 		return err
 	}

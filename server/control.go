@@ -142,6 +142,9 @@ func (s *Server) sessionFor(ctx context.Context, id string) (*kernel.Session, er
 // Do carries out one request from caller and returns its reply value. Its
 // errors are the kernel's, which every transport maps to its own refusal.
 func (s *Server) Do(ctx context.Context, caller kernel.Caller, req protocol.Request) (any, error) {
+	if v, ok, err := s.route(ctx, caller, req); ok {
+		return v, err
+	}
 	if v, ok, err := s.doExt(ctx, req); ok {
 		return v, err
 	}

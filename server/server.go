@@ -109,6 +109,9 @@ type Config struct {
 	// Hub is the kernel's event hub, which hub.* requests reach and whose
 	// client seats WebSocket and pipe connections hold; nil refuses them.
 	Hub *hub.Hub
+	// Cluster, when set, sends the requests that change a session another
+	// node owns to that node (forward.go).
+	Cluster Forwarder
 	// Extensions serves ext.list and ext.restart; nil means no extension
 	// runs (ext.list answers none).
 	Extensions Extensions
@@ -483,29 +486,40 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 // the request until someone acts (orrery db repair), so a client must not
 // retry it as it would a 5xx; the sentence says which it is.
 func (s *Server) kernelError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := s.errorStatus(r.Context(), err)
+	if status == http.StatusInternalServerError {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, status, msg)
+}
+
+// errorStatus is the HTTP status and message of a kernel error.
+func (s *Server) errorStatus(ctx context.Context, err error) (int, string) {
 	var reqErr *kernel.RequestError
 	var busy *kernel.BusyError
 	var since *kernel.SinceError
 	var damaged *kernel.DamagedError
 	var storeErr *kernel.StoreError
+	var fwd *ForwardedError
 	switch {
+	case errors.As(err, &fwd):
+		return fwd.Status, fwd.Msg
 	case errors.As(err, &busy):
-		writeError(w, http.StatusConflict, busy.Error())
+		return http.StatusConflict, busy.Error()
 	case errors.As(err, &damaged):
-		writeError(w, http.StatusConflict, damaged.Error())
+		return http.StatusConflict, damaged.Error()
 	case errors.As(err, &storeErr):
-		writeError(w, http.StatusServiceUnavailable, storeErr.Error())
+		return http.StatusServiceUnavailable, storeErr.Error()
 	case errors.As(err, &reqErr):
-		writeError(w, http.StatusBadRequest, reqErr.Error())
+		return http.StatusBadRequest, reqErr.Error()
 	case errors.As(err, &since):
-		writeError(w, http.StatusBadRequest, since.Error())
+		return http.StatusBadRequest, since.Error()
 	case errors.Is(err, kernel.ErrUnknownSession):
-		writeError(w, http.StatusNotFound, "unknown session: create it with session.new, or list sessions with session.list")
+		return http.StatusNotFound, "unknown session: create it with session.new, or list sessions with session.list"
 	case errors.Is(err, kernel.ErrSessionClosed):
-		writeError(w, http.StatusServiceUnavailable, "the session is closed because the server is stopping: retry in a moment")
+		return http.StatusServiceUnavailable, "the session is closed because the server is stopping: retry in a moment"
 	default:
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+		return http.StatusInternalServerError, "internal error: " + err.Error()
 	}
 }
 

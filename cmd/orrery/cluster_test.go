@@ -12,10 +12,11 @@ import (
 )
 
 // testFailover: two nodes share a log in a three-server NATS cluster (R3).
-// The node that owns a session is killed mid-run; the other node, asked
-// for the session, waits out the dead node's lease, takes it, closes the
-// interrupted run with exactly one RUN_ERROR interrupted, keeps every
-// frame a client saw, and runs the next turn.
+// The node that owns a session is killed mid-run; the other node, whose
+// client watches the session, waits out the dead node's lease, takes the
+// session, and closes the interrupted run with exactly one RUN_ERROR
+// interrupted, which its client sees; every frame a client saw is kept,
+// and the next turn runs there.
 func testFailover(t *testing.T, bin string) {
 	srvs := natstest.Cluster(t, 3)
 	urls := natstest.URLs(srvs...)
@@ -49,12 +50,28 @@ func testFailover(t *testing.T, bin string) {
 		}
 		return texts < 5
 	})
+	// A client of node b watches the session as node a dies.
+	watched := make(chan []seen, 1)
+	go func() {
+		watched <- b.events(sess, 0, func(f seen) bool { return f.typ != "RUN_ERROR" })
+	}()
+	for b.read(sess).Head < uint64(len(before)) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	a.kill()
 	killed := time.Now()
-
 	writeScript(t, scriptPath, map[string]any{"text": []string{"fresh ", "answer"}})
+	onB := <-watched
+	t.Logf("node b's client saw the dead node's run closed %v after the kill (lease TTL 2s)", time.Since(killed).Round(10*time.Millisecond))
+	if last := decode(t, onB[len(onB)-1].data); last.Code != "interrupted" {
+		t.Fatalf("node b's client saw the run end with %s %q, want RUN_ERROR interrupted", last.Type, last.Code)
+	}
 	log := b.read(sess)
-	t.Logf("node b closed the dead node's run %v after the kill; %d frames seen before it, %d logged", time.Since(killed).Round(10*time.Millisecond), len(before), len(log.Frames))
+	for i, f := range onB {
+		if f.seq != uint64(i+1) || !bytes.Equal(f.data, log.Frames[i]) {
+			t.Fatalf("node b's client got frame %d = seq %d %s, want the log's", i, f.seq, f.data)
+		}
+	}
 	for i, f := range before {
 		if f.seq != uint64(i+1) || f.seq > uint64(len(log.Frames)) || !bytes.Equal(log.Frames[f.seq-1], f.data) {
 			t.Fatalf("frame seq %d seen on node a before the kill = %s, want it in the log unchanged", f.seq, f.data)
@@ -89,5 +106,72 @@ func testFailover(t *testing.T, bin string) {
 	}
 	if f := decode(t, after[len(after)-1].data); f.Type != "RUN_FINISHED" || f.RunID != again.RunID {
 		t.Errorf("the next run ended with %s of run %s, want RUN_FINISHED of %s", f.Type, f.RunID, again.RunID)
+	}
+}
+
+// testAnyNode: three nodes share a log in a three-server NATS cluster. A
+// session made on one is read on the others; a prompt sent to a node that
+// does not own the session is forwarded to the one that does, and clients
+// streaming the session from the other two nodes see the turn, every
+// frame once, in order, the bytes the owner logged.
+func testAnyNode(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := environ(t)
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"),
+		map[string]any{"text": []string{"one ", "two ", "three"}},
+		map[string]any{"text": []string{"four ", "five ", "six"}, "delay_ms": 20})
+	nodes := make([]*server, 3)
+	for i := range nodes {
+		nodes[i] = serve(t, bin, env, "--data", t.TempDir(), "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[i].ClientURL())
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "first"}}, nil)
+	first := a.events(sess, 0, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+	if got := b.read(sess); len(got.Frames) != len(first) {
+		t.Fatalf("node b reads %d frames of the session, node a streamed %d", len(got.Frames), len(first))
+	}
+
+	// Clients on b and c stream from the head; the prompt goes to c,
+	// which a owns the session for.
+	head := uint64(len(first))
+	streams := make(chan []seen, 2)
+	for _, n := range []*server{b, c} {
+		go func() {
+			streams <- n.events(sess, head, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+		}()
+	}
+	var sent struct {
+		RunID string `json:"runId"`
+	}
+	deadline := time.Now().Add(waitLimit)
+	for c.read(sess).Head < head && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.control(map[string]any{"t": "run.send", "id": "3", "session": sess, "input": map[string]any{"text": "second"}}, &sent)
+	if sent.RunID == "" {
+		t.Fatal("run.send on node c gave no runId")
+	}
+	got := [][]seen{<-streams, <-streams}
+	log := a.read(sess)
+	for _, got := range got {
+		if len(got) == 0 || got[0].seq != head+1 {
+			t.Fatalf("a follower's stream starts with %+v, want seq %d", got, head+1)
+		}
+		for i, f := range got {
+			if f.seq != head+uint64(i)+1 || f.seq > uint64(len(log.Frames)) || !bytes.Equal(f.data, log.Frames[f.seq-1]) {
+				t.Fatalf("a follower's frame %d = seq %d %s, want the owner's seq %d", i, f.seq, f.data, head+uint64(i)+1)
+			}
+		}
+		if last := decode(t, got[len(got)-1].data); last.Type != "RUN_FINISHED" || last.RunID != sent.RunID {
+			t.Fatalf("a follower's stream ends with %s of %s, want RUN_FINISHED of %s", last.Type, last.RunID, sent.RunID)
+		}
 	}
 }

@@ -148,6 +148,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 		return nil, fmt.Errorf("find the current directory, the default workspace: %w", err)
 	}
 	kc := kernel.Config{
+		Cluster:        kernelCluster(st),
 		Store:          st,
 		Models:         agents.resolve,
 		DefaultModel:   cfg.Agent.Model,

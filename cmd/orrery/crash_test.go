@@ -53,6 +53,7 @@ func TestBinary(t *testing.T) {
 	t.Run("ReadyzLostLock", func(t *testing.T) { t.Parallel(); testReadyzLostLock(t, bin) })
 	t.Run("ReadyzNoLeases", func(t *testing.T) { t.Parallel(); testReadyzNoLeases(t, bin) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); testFailover(t, bin) })
+	t.Run("AnyNode", func(t *testing.T) { t.Parallel(); testAnyNode(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any

@@ -151,6 +151,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		Metrics:           k.metrics.Handler(),
 		Ready:             readyChecks(k),
 		Hub:               k.hub,
+		Cluster:           serverCluster(k.store),
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		KeepAlive:         cfg.Server.KeepAlive.Duration,
 		FlushInterval:     flushInterval(cfg.Server.FlushInterval.Duration),
@@ -172,6 +173,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	srv := server.New(sc)
+	stopForwarded, err := serveForwarded(k.store, srv)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopForwarded()
 	k.metrics.Gauge("orrery_subscribers", "Streams of sessions open, by transport (sse, ws, pipe).", "transport", srv.Subscribers)
 	hs := srv.HTTPServer()
 

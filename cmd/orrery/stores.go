@@ -12,6 +12,8 @@ import (
 	"github.com/getorrery/orrery/cluster"
 	"github.com/getorrery/orrery/cluster/embed"
 	"github.com/getorrery/orrery/config"
+	"github.com/getorrery/orrery/kernel"
+	"github.com/getorrery/orrery/server"
 	"github.com/getorrery/orrery/store"
 	"github.com/getorrery/orrery/store/jetstream"
 	"github.com/getorrery/orrery/store/sqlite"
@@ -49,7 +51,36 @@ func openStore(ctx context.Context, cfg config.Config) (store.Log, error) {
 // closes after itself.
 type natsLog struct {
 	*cluster.OwnedLog
-	conn *cluster.Conn
+	conn   *cluster.Conn
+	member *cluster.Member
+}
+
+// kernelCluster is the kernel's view of the cluster st is shared in, or
+// nil on a store of one node's own.
+func kernelCluster(st store.Log) kernel.Cluster {
+	if l, ok := st.(natsLog); ok {
+		return l.member
+	}
+	return nil
+}
+
+// serverCluster is kernelCluster for the server: where it forwards the
+// requests for sessions other nodes own.
+func serverCluster(st store.Log) server.Forwarder {
+	if l, ok := st.(natsLog); ok {
+		return l.member
+	}
+	return nil
+}
+
+// serveForwarded answers the requests other nodes forward to this one,
+// when st is shared; the returned func stops.
+func serveForwarded(st store.Log, srv *server.Server) (func(), error) {
+	l, ok := st.(natsLog)
+	if !ok {
+		return func() {}, nil
+	}
+	return l.member.Serve(srv.HandleForwarded)
 }
 
 func (l natsLog) Close() error {
@@ -105,7 +136,8 @@ func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 		conn.Close()
 		return nil, fmt.Errorf("open the session leases in NATS JetStream: %w", err)
 	}
-	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn}, nil
+	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn,
+		member: &cluster.Member{NC: conn.NC, Log: l, Leases: leases}}, nil
 }
 
 // readyChecks are what /readyz asks: that the process still holds its data

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -60,7 +61,20 @@ func (l *Log) directGet(ctx context.Context, req directReq) (stored, error) {
 	if err != nil {
 		return stored{}, err
 	}
-	m, err := l.nc.RequestWithContext(ctx, l.directSubject(), body)
+	var m *nats.Msg
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		m, err = l.nc.RequestWithContext(ctx, l.directSubject(), body)
+		// No responders: the stream's replicas are not answering yet (it
+		// was just made, or is electing a leader). Try again a while.
+		if !errors.Is(err, nats.ErrNoResponders) || wait > time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return stored{}, fmt.Errorf("direct get from stream %s: %w", l.n.stream, err)
+		case <-time.After(wait):
+		}
+	}
 	if err != nil {
 		return stored{}, fmt.Errorf("direct get from stream %s: %w", l.n.stream, err)
 	}
@@ -134,6 +148,7 @@ func (l *Log) directBatch(ctx context.Context, req directReq, fn func(stored) er
 	if err := l.nc.PublishRequest(l.directSubject(), inbox, body); err != nil {
 		return 0, false, fmt.Errorf("direct get: %w", err)
 	}
+	wait := 10 * time.Millisecond
 	for {
 		var m *nats.Msg
 		select {
@@ -142,6 +157,19 @@ func (l *Log) directBatch(ctx context.Context, req directReq, fn func(stored) er
 			return n, false, fmt.Errorf("direct get from stream %s: %w", l.n.stream, ctx.Err())
 		}
 		if st := m.Header.Get("Status"); st != "" && len(m.Data) == 0 {
+			if st == "503" && n == 0 && wait <= time.Second {
+				// No responders yet, as directGet: ask again.
+				select {
+				case <-ctx.Done():
+					return n, false, fmt.Errorf("direct get from stream %s: %w", l.n.stream, ctx.Err())
+				case <-time.After(wait):
+				}
+				wait *= 2
+				if err := l.nc.PublishRequest(l.directSubject(), inbox, body); err != nil {
+					return 0, false, fmt.Errorf("direct get: %w", err)
+				}
+				continue
+			}
 			switch st {
 			case "204": // end of batch
 				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)

@@ -1037,3 +1037,6 @@ func FrameOf(m *nats.Msg) (store.Frame, error) {
 	}
 	return store.Frame{Seq: seq, Type: m.Header.Get(hdrType), Run: m.Header.Get(hdrRun), Data: data}, nil
 }
+
+// Prefix is the prefix of the log's stream, bucket and subject names.
+func (l *Log) Prefix() string { return l.cfg.Prefix }

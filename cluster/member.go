@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/getorrery/orrery/store"
+	jsstore "github.com/getorrery/orrery/store/jetstream"
+	"github.com/nats-io/nats.go"
+)
+
+// Member is this node's part in a cluster: the log it shares, its leases,
+// and the subject other nodes send it the requests for its sessions on.
+// It is the kernel's Cluster (who owns a session, the feed of one another
+// node writes) and the server's Forwarder.
+type Member struct {
+	NC     *nats.Conn
+	Log    *jsstore.Log
+	Leases *Leases
+	Logger *slog.Logger
+}
+
+func (m *Member) logger() *slog.Logger {
+	if m.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Logger
+}
+
+// owner returns the live node other than this one that holds the
+// session's lease, or nil. A holder that has missed its heartbeats for
+// half a lease is taken for dead: this node waits its lease out and takes
+// the session.
+func (m *Member) owner(ctx context.Context, session string) (*Node, error) {
+	if _, ok := m.Leases.Held(session); ok {
+		return nil, nil
+	}
+	n, err := m.Leases.Owner(ctx, session)
+	if err != nil || n == nil || n.ID == m.Leases.Node().ID {
+		return nil, err
+	}
+	age, ok := m.Leases.heartbeatAge(ctx, n.ID)
+	if !ok || age > m.Leases.TTL()/2 {
+		return nil, nil
+	}
+	return n, nil
+}
+
+// OwnedElsewhere reports whether another live node owns the session.
+func (m *Member) OwnedElsewhere(ctx context.Context, session string) (bool, error) {
+	n, err := m.owner(ctx, session)
+	return n != nil, err
+}
+
+// Owner is the id of the live node to forward a write of the session to,
+// or "" to take it here.
+func (m *Member) Owner(ctx context.Context, session string) (string, error) {
+	n, err := m.owner(ctx, session)
+	if n == nil || err != nil {
+		return "", err
+	}
+	return n.ID, nil
+}
+
+// Follow starts a feed of the frames another node writes to the session,
+// and a watch on its owner: gone is called each quarter lease while no
+// live node owns the session.
+func (m *Member) Follow(session string, after uint64, fn func(store.Frame), gone func()) (func(), error) {
+	f, err := Follow(m.NC, m.Log, session, after, fn, m.logger())
+	if err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(m.Leases.TTL() / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), m.Leases.TTL()/4)
+			n, err := m.owner(ctx, session)
+			cancel()
+			if err == nil && n == nil {
+				gone()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-watched
+		f.Stop()
+	}, nil
+}
+
+// Acquire takes the session's lease, waiting out a dead holder's.
+func (m *Member) Acquire(ctx context.Context, session string) error {
+	_, err := m.Leases.AcquireWait(ctx, session)
+	return err
+}
+
+// requestSubject is where a node takes the requests others forward to it.
+func (m *Member) requestSubject(node string) string {
+	return m.Log.Prefix() + ".node." + jsstore.Token(node) + ".do"
+}
+
+// Forward sends a request to the node and returns its answer.
+func (m *Member) Forward(ctx context.Context, node string, payload []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+	}
+	reply, err := m.NC.RequestWithContext(ctx, m.requestSubject(node), payload)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Data, nil
+}
+
+// Serve answers the requests other nodes forward to this one with handle,
+// until the returned stop is called. Each runs on its own goroutine.
+func (m *Member) Serve(handle func(ctx context.Context, payload []byte) []byte) (func(), error) {
+	sub, err := m.NC.Subscribe(m.requestSubject(m.Leases.Node().ID), func(msg *nats.Msg) {
+		go func() {
+			if err := msg.Respond(handle(context.Background(), msg.Data)); err != nil {
+				m.logger().Warn("answer a forwarded request", "err", err)
+			}
+		}()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take forwarded requests: %w", err)
+	}
+	return func() { sub.Unsubscribe() }, nil
+}
