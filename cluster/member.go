@@ -20,6 +20,8 @@ type Member struct {
 	Log    *jsstore.Log
 	Leases *Leases
 	Logger *slog.Logger
+
+	consenters *consenters // set by Start
 }
 
 func (m *Member) logger() *slog.Logger {

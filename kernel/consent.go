@@ -282,7 +282,7 @@ func (s *Session) judge(r *run, c consent.Call, useGrants bool) judgement {
 	if s.k.cfg.AutoApprove || r.perms != nil && r.perms.Yes {
 		return judgement{decision: consent.Allow, rule: "--yes: every call that would be asked about is allowed"}
 	}
-	if s.consenters.Load() == 0 {
+	if !s.anyConsenter() {
 		return judgement{decision: consent.Deny, rule: v.Reason() + "; no client that draws consent is attached, so the answer is deny", asked: v.Reason(), part: v.Part, nobody: true}
 	}
 	return judgement{decision: consent.Ask, rule: v.Reason(), part: v.Part}

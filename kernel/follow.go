@@ -27,6 +27,38 @@ type Cluster interface {
 	// Acquire takes the session's lease for this node, waiting out a
 	// dead owner's; it fails when a live node holds it.
 	Acquire(ctx context.Context, session string) error
+	// ReportConsenters tells the session's owner how many clients that
+	// draw consent are attached to it here; Consenters is how many the
+	// other nodes reported to this one, the owner. A question is put only
+	// when some client anywhere can answer it.
+	ReportConsenters(session string, n int)
+	Consenters(session string) int
+}
+
+// consentersChanged passes a follower's count of consent-drawing clients
+// on to the owner.
+// A client that arrives is reported before it is answered; one that leaves,
+// in the background.
+func (s *Session) consentersChanged(n int64, arrived bool) {
+	c := s.k.cfg.Cluster
+	if c == nil || !s.Following() {
+		return
+	}
+	if arrived {
+		c.ReportConsenters(s.id, int(n))
+	} else {
+		go c.ReportConsenters(s.id, int(n))
+	}
+}
+
+// anyConsenter reports whether a client that draws consent is attached to
+// the session here or, in a cluster, on another node.
+func (s *Session) anyConsenter() bool {
+	if s.consenters.Load() > 0 {
+		return true
+	}
+	c := s.k.cfg.Cluster
+	return c != nil && c.Consenters(s.id) > 0
 }
 
 // following is a session's follower state. Its mutex is held while the
@@ -66,6 +98,9 @@ func (s *Session) startFollowing(ctx context.Context) (bool, error) {
 	}
 	s.follow.stop = stop
 	s.follow.on.Store(true)
+	if n := s.consenters.Load(); n > 0 {
+		c.ReportConsenters(s.id, int(n))
+	}
 	s.k.log.Debug("following a session another node owns", "session", s.id, "after", after)
 	return true, nil
 }
@@ -85,7 +120,11 @@ func (s *Session) takeFollowStop() func() {
 	defer s.follow.mu.Unlock()
 	stop := s.follow.stop
 	s.follow.stop = nil
-	s.follow.on.Store(false)
+	if s.follow.on.Swap(false) && s.consenters.Load() > 0 {
+		// This node is no longer the owner's: what it reported lapses
+		// (and a node that owns the session counts its own).
+		s.k.cfg.Cluster.ReportConsenters(s.id, 0)
+	}
 	return stop
 }
 

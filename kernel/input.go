@@ -79,7 +79,7 @@ func (t *turn) Ask(ctx context.Context, q agent.Question) (agent.Answer, error) 
 			err = agent.ErrStopped
 			return
 		}
-		if t.s.consenters.Load() == 0 {
+		if !t.s.anyConsenter() {
 			refused = &agent.Answer{Refused: true, Unattended: true, Why: "no client that can answer is attached, so the question is refused"}
 			return
 		}

@@ -706,8 +706,8 @@ func (s *Session) Subscribe(ctx context.Context, since *uint64) (*Subscription, 
 func (s *Session) SubscribeWith(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	sub := newSubscription(&s.hub, s.k.cfg.QueueFrames)
 	if opts.Caller.DrawsConsent() {
-		s.consenters.Add(1)
-		sub.onEnd = func() { s.consenters.Add(-1) }
+		s.consentersChanged(s.consenters.Add(1), true)
+		sub.onEnd = func() { s.consentersChanged(s.consenters.Add(-1), false) }
 	}
 	if opts.Tagged {
 		sub.tag = s.id

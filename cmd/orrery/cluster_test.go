@@ -1,10 +1,16 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +180,121 @@ func testAnyNode(t *testing.T, bin string) {
 			t.Fatalf("a follower's stream ends with %s of %s, want RUN_FINISHED of %s", last.Type, last.RunID, sent.RunID)
 		}
 	}
+}
+
+// testConsentElsewhere: a client on a node that does not own the session
+// draws consent. The owner's agent asks about a tool call; the question
+// reaches that client through its node's follower, its answer goes back
+// to the owner, the call runs, and a second answer is refused: the first
+// wins across the cluster.
+func testConsentElsewhere(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	work := t.TempDir()
+	env := environ(t)
+	m := func(kv ...any) map[string]any {
+		out := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1]
+		}
+		return out
+	}
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"),
+		m("text", []string{"ready"}),
+		m("tool_calls", []map[string]any{m("name", "write_file", "args", m("path", "notes.md", "content", "hello"))}),
+		m("text", []string{"written"}))
+	a := serveIn(t, bin, env, work, "--data", t.TempDir(), "--model", model, "--store", "jetstream", "--nats", srvs[0].ClientURL())
+	b := serveIn(t, bin, env, work, "--data", t.TempDir(), "--model", model, "--store", "jetstream", "--nats", srvs[1].ClientURL())
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "hi"}}, nil)
+	first := a.events(sess, 0, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+
+	// A client of node b that draws consent watches from the head.
+	const draws = "client=web&draws=thread,tools,consent"
+	type asked struct {
+		request string
+		frames  []seen
+	}
+	questions := make(chan asked, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/events?session=%s&since=%d&%s", b.url, sess, len(first), draws), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events on node b = %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	go func() {
+		var got []seen
+		request := ""
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				questions <- asked{request, got}
+				return
+			}
+			data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+			if !ok {
+				continue
+			}
+			f := decode(t, []byte(data))
+			got = append(got, seen{seq: f.Metadata.Orrery.Seq, typ: f.Type, data: []byte(data)})
+			var c struct {
+				Name  string `json:"name"`
+				Value struct {
+					Request string `json:"request"`
+				} `json:"value"`
+			}
+			json.Unmarshal([]byte(data), &c)
+			if c.Name == "orrery.consent.requested" {
+				request = c.Value.Request
+			}
+			if f.Type == "RUN_FINISHED" || f.Type == "RUN_ERROR" {
+				questions <- asked{request, got}
+				return
+			}
+			if request != "" && c.Name == "orrery.consent.requested" {
+				questions <- asked{request, nil}
+			}
+		}
+	}()
+	// The prompt goes to node b too, which forwards it to a.
+	b.control(map[string]any{"t": "run.send", "id": "3", "session": sess, "input": map[string]any{"text": "write notes"}}, nil)
+	q := <-questions
+	if q.request == "" {
+		t.Fatalf("node b's client saw no consent question; its stream: %d frames, last %s", len(q.frames), lastType(q.frames))
+	}
+	answer := func(n *server) (int, string) {
+		body, _ := json.Marshal(map[string]any{"t": "consent.answer", "id": "c", "session": sess, "request": q.request, "option": "allow_once"})
+		resp, err := http.Post(n.url+"/control?"+draws, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, body := answer(b); code != http.StatusOK {
+		t.Fatalf("consent.answer on node b = %d %s, want 200", code, body)
+	}
+	if code, body := answer(a); code == http.StatusOK {
+		t.Errorf("a second consent.answer, on node a = %d %s, want a refusal: the first answer won", code, body)
+	}
+	end := <-questions
+	if last := lastType(end.frames); last != "RUN_FINISHED" {
+		t.Fatalf("the run ended with %s on node b's stream, want RUN_FINISHED", last)
+	}
+	if data, err := os.ReadFile(filepath.Join(work, "notes.md")); err != nil || string(data) != "hello" {
+		t.Errorf("notes.md = %q, %v; want the allowed call to have written hello", data, err)
+	}
+}
+
+func lastType(fs []seen) string {
+	if len(fs) == 0 {
+		return "nothing"
+	}
+	return fs[len(fs)-1].typ
 }

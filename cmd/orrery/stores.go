@@ -84,6 +84,7 @@ func serveForwarded(st store.Log, srv *server.Server) (func(), error) {
 }
 
 func (l natsLog) Close() error {
+	l.member.Stop()
 	err := l.OwnedLog.Close()
 	l.conn.Close()
 	return err
@@ -136,8 +137,14 @@ func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 		conn.Close()
 		return nil, fmt.Errorf("open the session leases in NATS JetStream: %w", err)
 	}
-	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn,
-		member: &cluster.Member{NC: conn.NC, Log: l, Leases: leases}}, nil
+	member := &cluster.Member{NC: conn.NC, Log: l, Leases: leases}
+	if err := member.Start(); err != nil {
+		leases.Close(ctx)
+		l.Close()
+		conn.Close()
+		return nil, fmt.Errorf("join the cluster: %w", err)
+	}
+	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn, member: member}, nil
 }
 
 // readyChecks are what /readyz asks: that the process still holds its data
