@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -50,10 +51,29 @@ func (m *Member) owner(ctx context.Context, session string) (*Node, error) {
 	return n, nil
 }
 
-// OwnedElsewhere reports whether another live node owns the session.
-func (m *Member) OwnedElsewhere(ctx context.Context, session string) (bool, error) {
-	n, err := m.owner(ctx, session)
-	return n != nil, err
+// Claim takes the session for this node as it loads when it holds the
+// lease already, when the lease is this node's own from before it
+// restarted, or when nobody holds it and the log shows a run left open
+// (which the recover step then closes); otherwise the session is followed.
+func (m *Member) Claim(ctx context.Context, session string, openRun bool) (bool, error) {
+	if _, ok := m.Leases.Held(session); ok {
+		return true, nil
+	}
+	n, err := m.Leases.Owner(ctx, session)
+	if err != nil {
+		return false, err
+	}
+	if n == nil && !openRun || n != nil && n.ID != m.Leases.Node().ID {
+		return false, nil
+	}
+	if _, err := m.Leases.Acquire(ctx, session); err != nil {
+		var held *HeldError
+		if errors.As(err, &held) {
+			return false, nil // another node was quicker
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // Owner is the id of the live node to forward a write of the session to,

@@ -17,8 +17,11 @@ import (
 // follower: it serves the session's subscribers and reads from the frames
 // the feed brings, and writes nothing, until Promote.
 type Cluster interface {
-	// OwnedElsewhere reports whether another live node owns the session.
-	OwnedElsewhere(ctx context.Context, session string) (bool, error)
+	// Claim reports whether this node is to write the session as it
+	// loads: it holds the session's lease, or has just taken it (its own
+	// from before a restart, or a free one of a session whose log shows a
+	// run left open). Otherwise the session loads as a follower.
+	Claim(ctx context.Context, session string, openRun bool) (bool, error)
 	// Follow calls fn with each frame of the session after seq after, in
 	// order and once each, from its own goroutine, until stop is called;
 	// stop returns once fn has returned for the last time. It calls gone
@@ -74,19 +77,20 @@ type following struct {
 // Following reports whether the session is a follower of another node's.
 func (s *Session) Following() bool { return s.follow.on.Load() }
 
-// startFollowing makes the session a follower when another node owns it,
-// and reports whether it did.
+// startFollowing makes the session a follower unless this node claims it
+// as it loads, and reports whether it did.
 func (s *Session) startFollowing(ctx context.Context) (bool, error) {
 	c := s.k.cfg.Cluster
 	if c == nil {
 		return false, nil
 	}
-	elsewhere, err := c.OwnedElsewhere(ctx, s.id)
-	if err != nil || !elsewhere {
+	var after uint64
+	var open bool
+	if err := s.do(ctx, func() { after, open = s.head, s.info.OpenRun != "" }); err != nil {
 		return false, err
 	}
-	var after uint64
-	if err := s.do(ctx, func() { after = s.head }); err != nil {
+	mine, err := c.Claim(ctx, s.id, open)
+	if err != nil || mine {
 		return false, err
 	}
 	a := s.runningActor()
@@ -182,6 +186,10 @@ func (s *Session) takeOver() {
 	defer s.follow.taking.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var open bool
+	if err := s.do(ctx, func() { open = s.info.OpenRun != "" }); err != nil || !open {
+		return // nothing to close: the session waits for a writer as it is
+	}
 	if err := s.k.cfg.Cluster.Acquire(ctx, s.id); err != nil {
 		s.k.log.Debug("another node took the session over", "session", s.id, "err", err)
 		return

@@ -298,3 +298,104 @@ func lastType(fs []seen) string {
 	}
 	return fs[len(fs)-1].typ
 }
+
+// testKillOwnerTenTimes: three nodes; ten times over, the node that owns
+// a session is killed mid-run while a client of another node watches.
+// Each time the watcher's node takes the session over and its client sees
+// exactly one RUN_ERROR interrupted; the killed node comes back on its
+// data dir. At the end the log's seqs run 1..head with no seq reused,
+// every run has one start and one end, and a last run started from any
+// node finishes.
+func testKillOwnerTenTimes(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nlease_ttl = \"1s\"\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := environ(t)
+	chunks := make([]string, 100)
+	for i := range chunks {
+		chunks[i] = fmt.Sprintf("c%d ", i)
+	}
+	turns := make([]map[string]any, 40)
+	for i := range turns {
+		turns[i] = map[string]any{"text": chunks, "delay_ms": 30}
+	}
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"), turns...)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	start := func(i int) *server {
+		return serve(t, bin, env, "--data", dirs[i], "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[i].ClientURL())
+	}
+	nodes := []*server{start(0), start(1), start(2)}
+	var created struct{ Session string }
+	nodes[0].control(map[string]any{"t": "session.new", "id": "new"}, &created)
+	sess := created.Session
+	owner := 0 // the node a run is sent to first writes the session
+	const kills = 10
+	for k := range kills {
+		watcher := (owner + 1 + k%2) % 3
+		head := nodes[watcher].read(sess).Head
+		watched := make(chan []seen, 1)
+		started := make(chan struct{})
+		go func() {
+			texts := 0
+			watched <- nodes[watcher].events(sess, head, func(f seen) bool {
+				if f.typ == "TEXT_MESSAGE_CONTENT" {
+					if texts++; texts == 3 {
+						close(started)
+					}
+				}
+				return f.typ != "RUN_ERROR" && f.typ != "RUN_FINISHED"
+			})
+		}()
+		nodes[owner].control(map[string]any{"t": "run.send", "id": fmt.Sprint("r", k), "session": sess, "input": map[string]any{"text": "go"}}, nil)
+		select {
+		case <-started:
+		case <-time.After(waitLimit):
+			t.Fatalf("kill %d: node %d's client saw the run on node %d start no text", k, watcher, owner)
+		}
+		nodes[owner].kill()
+		got := <-watched
+		if last := decode(t, got[len(got)-1].data); last.Type != "RUN_ERROR" || last.Code != "interrupted" {
+			t.Fatalf("kill %d: the watcher's stream ends with %s %q, want RUN_ERROR interrupted", k, last.Type, last.Code)
+		}
+		nodes[owner] = start(owner)
+		owner = watcher
+	}
+
+	// A last run, sent to a node that does not own the session, finishes.
+	other := (owner + 1) % 3
+	head := nodes[other].read(sess).Head
+	var sent struct {
+		RunID string `json:"runId"`
+	}
+	done := make(chan []seen, 1)
+	go func() {
+		done <- nodes[other].events(sess, head, func(f seen) bool { return f.typ != "RUN_ERROR" && f.typ != "RUN_FINISHED" })
+	}()
+	nodes[other].control(map[string]any{"t": "run.send", "id": "last", "session": sess, "input": map[string]any{"text": "go"}}, &sent)
+	final := <-done
+	if last := decode(t, final[len(final)-1].data); last.Type != "RUN_FINISHED" || last.RunID != sent.RunID {
+		t.Fatalf("the last run, sent to node %d, ended with %s of %s; want RUN_FINISHED of %s", other, last.Type, last.RunID, sent.RunID)
+	}
+	log := nodes[owner].read(sess)
+	starts, ends, interrupted := 0, 0, 0
+	for i, d := range log.Frames {
+		f := decode(t, d)
+		if f.Metadata.Orrery.Seq != uint64(i+1) {
+			t.Fatalf("logged frame %d has seq %d: a seq was reused or skipped", i, f.Metadata.Orrery.Seq)
+		}
+		switch f.Type {
+		case "RUN_STARTED":
+			starts++
+		case "RUN_FINISHED", "RUN_ERROR":
+			ends++
+			if f.Code == "interrupted" {
+				interrupted++
+			}
+		}
+	}
+	if starts != kills+1 || ends != kills+1 || interrupted != kills {
+		t.Errorf("the log has %d runs started, %d ended, %d interrupted; want %d, %d, %d", starts, ends, interrupted, kills+1, kills+1, kills)
+	}
+}

@@ -55,6 +55,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); testFailover(t, bin) })
 	t.Run("AnyNode", func(t *testing.T) { t.Parallel(); testAnyNode(t, bin) })
 	t.Run("ConsentElsewhere", func(t *testing.T) { t.Parallel(); testConsentElsewhere(t, bin) })
+	t.Run("KillOwnerTenTimes", func(t *testing.T) { t.Parallel(); testKillOwnerTenTimes(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
