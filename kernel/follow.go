@@ -90,8 +90,12 @@ func (s *Session) startFollowing(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	mine, err := c.Claim(ctx, s.id, open)
-	if err != nil || mine {
+	if err != nil {
 		return false, err
+	}
+	if mine {
+		// The last owner may have written past what the load read.
+		return false, s.catchUp(ctx)
 	}
 	a := s.runningActor()
 	s.follow.mu.Lock()
@@ -209,6 +213,16 @@ func (s *Session) Promote(ctx context.Context) error {
 		return nil
 	}
 	s.stopFollowing()
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	s.k.log.Info("took over a session from another node", "session", s.id)
+	return s.recover(ctx)
+}
+
+// catchUp folds into the session, and publishes, the frames the log holds
+// past its head: what another node wrote that this one has not seen.
+func (s *Session) catchUp(ctx context.Context) error {
 	var head uint64
 	if err := s.do(ctx, func() { head = s.head }); err != nil {
 		return err
@@ -219,15 +233,14 @@ func (s *Session) Promote(ctx context.Context) error {
 		frames = append(frames, f)
 		return nil
 	}); err != nil {
-		return fmt.Errorf("promote session %s: read its log: %w", s.id, err)
+		return fmt.Errorf("session %s: read the log past seq %d: %w", s.id, head, err)
 	}
-	if err := s.do(ctx, func() {
+	if len(frames) == 0 {
+		return nil
+	}
+	return s.do(ctx, func() {
 		for _, f := range frames {
 			s.applyFollowed(f)
 		}
-	}); err != nil {
-		return err
-	}
-	s.k.log.Info("took over a session from another node", "session", s.id, "head", head+uint64(len(frames)))
-	return s.recover(ctx)
+	})
 }

@@ -184,6 +184,11 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	var last []byte // the frame's data outlives Scan's call: kept in one buffer
 	err := s.k.cfg.Store.Scan(ctx, s.id, since, func(f store.Frame) error {
+		if f.Seq > s.info.Head && s.k.cfg.Cluster != nil {
+			// Another node writes on while this one loads: what comes
+			// after the record's head is the feed's, or the claim's.
+			return errLoadedToHead
+		}
 		if err := s.loadedFrame(f); err != nil {
 			return err
 		}
@@ -196,6 +201,9 @@ func (s *Session) load(ctx context.Context) error {
 		s.replay(f, ev)
 		return nil
 	})
+	if errors.Is(err, errLoadedToHead) {
+		err = nil
+	}
 	if err := s.loaded(err); err != nil {
 		return err
 	}
@@ -206,6 +214,9 @@ func (s *Session) load(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errLoadedToHead stops a load at the head the session's record gave.
+var errLoadedToHead = errors.New("loaded to the record's head")
 
 // replay folds one logged frame into the state, as load reads the log. It
 // keeps f.Data as the head frame's data.

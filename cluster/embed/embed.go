@@ -36,6 +36,10 @@ type Config struct {
 	ClusterListen string
 	// Routes are the other members' route URLs (nats://host:port).
 	Routes []string
+	// NoAdvertise keeps the server from telling its clients the other
+	// members' client addresses, so a client reconnects only to the
+	// servers it was given.
+	NoAdvertise bool
 	// MaxPayload is the largest message, 8 MiB when zero.
 	MaxPayload int32
 	// Logs, when set, gets the server's own log lines.
@@ -89,6 +93,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 			return nil, fmt.Errorf("embedded NATS: cluster address %q: %w", c.ClusterListen, err)
 		}
 		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = c.Cluster, host, port
+		opts.Cluster.NoAdvertise = c.NoAdvertise
 		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 		if opts.ServerName == "" {
 			h, _ := os.Hostname()

@@ -399,3 +399,68 @@ func testKillOwnerTenTimes(t *testing.T, bin string) {
 		t.Errorf("the log has %d runs started, %d ended, %d interrupted; want %d, %d, %d", starts, ends, interrupted, kills+1, kills+1, kills)
 	}
 }
+
+// testPartition: the node that owns a session mid-run is cut off from NATS
+// (the one server it knows stops; the other two go on). It can no longer
+// renew its lease, so it stops writing; a node that follows the session
+// takes it over once the lease runs out and closes the run with one
+// RUN_ERROR interrupted. Every frame a client saw is in the log, and the
+// log's seqs run 1..head.
+func testPartition(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nlease_ttl = \"2s\"\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := environ(t)
+	chunks := make([]string, 300)
+	for i := range chunks {
+		chunks[i] = fmt.Sprintf("c%d ", i)
+	}
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"), map[string]any{"text": chunks, "delay_ms": 20})
+	a := serve(t, bin, env, "--data", t.TempDir(), "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[0].ClientURL())
+	b := serve(t, bin, env, "--data", t.TempDir(), "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[1].ClientURL())
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	watched := make(chan []seen, 1)
+	started := make(chan struct{})
+	go func() {
+		texts := 0
+		watched <- b.events(sess, 0, func(f seen) bool {
+			if f.typ == "TEXT_MESSAGE_CONTENT" {
+				if texts++; texts == 5 {
+					close(started)
+				}
+			}
+			return f.typ != "RUN_ERROR" && f.typ != "RUN_FINISHED"
+		})
+	}()
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "go"}}, nil)
+	<-started
+	srvs[0].Stop() // node a's only server: a is cut off
+	got := <-watched
+	if last := decode(t, got[len(got)-1].data); last.Type != "RUN_ERROR" || last.Code != "interrupted" {
+		t.Fatalf("node b's client saw the run end with %s %q, want RUN_ERROR interrupted", last.Type, last.Code)
+	}
+	log := b.read(sess)
+	for i, f := range got {
+		if f.seq != uint64(i+1) || f.seq > uint64(len(log.Frames)) || !bytes.Equal(f.data, log.Frames[f.seq-1]) {
+			t.Fatalf("frame %d seen on node b = seq %d %s, want it in the log unchanged", i, f.seq, f.data)
+		}
+	}
+	terminals := 0
+	for i, d := range log.Frames {
+		f := decode(t, d)
+		if f.Metadata.Orrery.Seq != uint64(i+1) {
+			t.Fatalf("logged frame %d has seq %d", i, f.Metadata.Orrery.Seq)
+		}
+		if f.Type == "RUN_ERROR" || f.Type == "RUN_FINISHED" {
+			terminals++
+		}
+	}
+	if terminals != 1 || uint64(len(log.Frames)) != log.Head {
+		t.Errorf("the log has %d run ends and %d frames at head %d; want one end, and frames 1..head", terminals, len(log.Frames), log.Head)
+	}
+}

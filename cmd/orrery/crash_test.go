@@ -56,6 +56,7 @@ func TestBinary(t *testing.T) {
 	t.Run("AnyNode", func(t *testing.T) { t.Parallel(); testAnyNode(t, bin) })
 	t.Run("ConsentElsewhere", func(t *testing.T) { t.Parallel(); testConsentElsewhere(t, bin) })
 	t.Run("KillOwnerTenTimes", func(t *testing.T) { t.Parallel(); testKillOwnerTenTimes(t, bin) })
+	t.Run("Partition", func(t *testing.T) { t.Parallel(); testPartition(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
@@ -294,7 +295,8 @@ func (s *server) events(session string, since uint64, fn func(seen) bool) []seen
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("GET /events = %d, want 200", resp.StatusCode)
+		body, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("GET /events = %d %s, want 200", resp.StatusCode, body)
 	}
 	br := bufio.NewReader(resp.Body)
 	var out []seen

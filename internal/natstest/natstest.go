@@ -72,6 +72,9 @@ func ClusterMember(dir string, i, routePort int, routes []string) embed.Config {
 	return embed.Config{
 		Dir: dir, Name: fmt.Sprintf("n%d", i+1), Listen: "127.0.0.1:0",
 		Cluster: "test", ClusterListen: "127.0.0.1:" + strconv.Itoa(routePort), Routes: routes,
+		// A client given one server's URL stays with it, so a test can
+		// cut a client off by stopping that server.
+		NoAdvertise: true,
 	}
 }
 

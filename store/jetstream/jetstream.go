@@ -66,6 +66,7 @@ const (
 	hdrOpenRun  = "Orrery-Open-Run"  // the session's open run after this append
 	hdrCost     = "Orrery-Cost"      // the session's MicroUSD after this append
 	hdrHeadSseq = "Orrery-Head-Sseq" // on a cost record: the stream seq of the head frame
+	hdrWriter   = "Orrery-Writer"    // on an append's last message: the Log that wrote it
 )
 
 // maxAtomic is the most messages JetStream takes in one atomic batch.
@@ -415,9 +416,64 @@ func (l *Log) UpdateSession(ctx context.Context, s store.Session) error {
 	}
 }
 
-// readTail reads the end of a session's log from the stream.
+// readTail reads the end of a session's log from the stream, as any
+// replica has it (a reader's view, which may lag the leader a moment).
 func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
 	m, err := l.directGet(ctx, directReq{LastFor: l.n.any + Token(id)})
+	return l.tailFrom(id, m, err)
+}
+
+// leaderTail reads the end of a session's log from the stream's leader:
+// what the next append is fenced against.
+func (l *Log) leaderTail(ctx context.Context, id string) (tailState, stored, error) {
+	m, err := l.leaderGet(ctx, l.n.any+Token(id))
+	st, err := l.tailFrom(id, m, err)
+	return st, m, err
+}
+
+// leaderGet is the last message on subject as the stream's leader has it
+// (the stream's message API, which only the leader answers).
+func (l *Log) leaderGet(ctx context.Context, subject string) (stored, error) {
+	body, err := json.Marshal(directReq{LastFor: subject})
+	if err != nil {
+		return stored{}, err
+	}
+	reply, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.n.stream, body)
+	if err != nil {
+		return stored{}, fmt.Errorf("read stream %s: %w", l.n.stream, err)
+	}
+	var resp struct {
+		Error   *apiError `json:"error"`
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return stored{}, fmt.Errorf("read stream %s: %q: %w", l.n.stream, reply.Data, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == errNoMessage {
+			return stored{}, errNotFound
+		}
+		return stored{}, resp.Error
+	}
+	if resp.Message == nil {
+		return stored{}, fmt.Errorf("read stream %s: an answer without a message", l.n.stream)
+	}
+	hdr := nats.Header{}
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return stored{}, fmt.Errorf("read stream %s: headers of seq %d: %w", l.n.stream, resp.Message.Seq, err)
+		}
+	}
+	return stored{sseq: resp.Message.Seq, subject: resp.Message.Subject, hdr: hdr, data: resp.Message.Data}, nil
+}
+
+// tailFrom reads a tail out of a session's last message.
+func (l *Log) tailFrom(id string, m stored, err error) (tailState, error) {
 	if errors.Is(err, errNotFound) {
 		return tailState{loaded: true}, nil
 	}
@@ -512,7 +568,7 @@ func (l *Log) appendSession(ctx context.Context, id string, batches []store.Batc
 			continue
 		}
 		if !t.loaded {
-			st, err := l.readTail(ctx, id)
+			st, _, err := l.leaderTail(ctx, id)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("append to session %s: %w", id, err))
 				continue
@@ -608,11 +664,26 @@ func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tai
 		last.Header.Set(hdrOpenRun, openRun)
 	}
 	last.Header.Set(hdrCost, strconv.FormatInt(cost, 10))
+	last.Header.Set(hdrWriter, l.writer)
+	landed := func() (uint64, bool) {
+		// Whether this append is what the leader holds last: a publish
+		// whose answer was lost, then tried again and refused.
+		now, m, err := l.leaderTail(ctx, id)
+		if err != nil || len(b.Frames) == 0 || now.head != b.Frames[len(b.Frames)-1].Seq || m.hdr.Get(hdrWriter) != l.writer {
+			return 0, false
+		}
+		return now.last, true
+	}
 
 	var ack pubAck
 	var err error
 	for attempt := 0; ; attempt++ {
 		ack, err = l.publish(ctx, msgs)
+		if attempt > 0 && errors.Is(err, store.ErrSeqConflict) {
+			if sseq, ok := landed(); ok {
+				ack, err = pubAck{Sequence: sseq}, nil
+			}
+		}
 		if err == nil || !transient(err) || attempt == 3 {
 			break
 		}
@@ -622,13 +693,13 @@ func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tai
 			return fmt.Errorf("append to session %s: %w (and then %w)", id, err, ctx.Err())
 		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
 		}
-		now, rerr := l.readTail(ctx, id)
+		if sseq, ok := landed(); ok {
+			ack, err = pubAck{Sequence: sseq}, nil
+			break
+		}
+		now, _, rerr := l.leaderTail(ctx, id)
 		if rerr != nil {
 			continue
-		}
-		if len(b.Frames) > 0 && now.head == b.Frames[len(b.Frames)-1].Seq && now.last != t.last {
-			ack, err = pubAck{Sequence: now.last}, nil
-			break
 		}
 		if now.last != t.last {
 			return fmt.Errorf("append to session %s: another writer wrote after stream seq %d: %w", id, t.last, store.ErrSeqConflict)
@@ -716,6 +787,7 @@ const (
 	errStorageExceeded        = 10047
 	errAtomicDuplicateMessage = 10201
 	errStoreFailed            = 10077
+	errNoMessage              = 10037
 )
 
 // publish sends msgs, the last one as a request, and reads the ack. More
