@@ -146,35 +146,6 @@ func (l *Leases) heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// Alive reports whether the node has said it is alive within a TTL.
-func (l *Leases) Alive(ctx context.Context, id string) (bool, error) {
-	_, err := l.nodes.Get(ctx, jsstore.Token(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// Nodes lists the nodes alive.
-func (l *Leases) Nodes(ctx context.Context) ([]Node, error) {
-	keys, err := l.nodes.ListKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []Node
-	for k := range keys.Keys() {
-		e, err := l.nodes.Get(ctx, k)
-		if err != nil {
-			continue // gone since it was listed
-		}
-		var n Node
-		if json.Unmarshal(e.Value(), &n) == nil {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
 // Node is the node these leases name.
 func (l *Leases) Node() Node { return l.node }
 

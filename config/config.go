@@ -550,10 +550,10 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Agent.Model = v
 	}
 	if v := getenv("ORRERY_ALLOWED_HOSTS"); v != "" {
-		c.Server.AllowedHosts = splitList(v)
+		c.Server.AllowedHosts = SplitList(v)
 	}
 	if v := getenv("ORRERY_ALLOWED_ORIGINS"); v != "" {
-		c.Server.AllowedOrigins = splitList(v)
+		c.Server.AllowedOrigins = SplitList(v)
 	}
 	if v := getenv("ORRERY_TLS_CERT"); v != "" {
 		c.Server.TLSCert = v
@@ -568,7 +568,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Store.Kind = v
 	}
 	if v := getenv("ORRERY_NATS"); v != "" {
-		c.NATS.URLs = splitList(v)
+		c.NATS.URLs = SplitList(v)
 	}
 	if v := getenv("ORRERY_NATS_CREDS"); v != "" {
 		c.NATS.Creds = v
@@ -629,6 +629,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("nats.cluster_listen is %q, which is not host:port, e.g. 0.0.0.0:6222", c.NATS.ClusterListen)
 	case c.NATS.Listen != "" && !validListen(c.NATS.Listen):
 		return fmt.Errorf("nats.listen is %q, which is not host:port, e.g. 127.0.0.1:4222", c.NATS.Listen)
+	case c.NATS.Listen != "" && !loopbackListen(c.NATS.Listen):
+		return fmt.Errorf("nats.listen is %q, but the embedded NATS server asks its clients for no credentials, and a client of it can act as any node: listen on loopback (127.0.0.1:4222), or run a NATS cluster with authentication and join it with --nats", c.NATS.Listen)
 	case c.NATS.Replicas < 0 || c.NATS.Replicas > 5:
 		return fmt.Errorf("nats.replicas is %d: set it from 1 to 5 (3 in a three-server cluster)", c.NATS.Replicas)
 	case c.NATS.LeaseTTL.Duration != 0 && (c.NATS.LeaseTTL.Duration < time.Second || c.NATS.LeaseTTL.Duration > 5*time.Minute):
@@ -737,8 +739,9 @@ func (c *Config) Validate() error {
 // DBPath is the SQLite log's path inside the data dir.
 func (c *Config) DBPath() string { return filepath.Join(c.Store.Data, "orrery.db") }
 
-// splitList splits a comma-separated environment value, dropping blanks.
-func splitList(v string) []string {
+// SplitList splits a comma-separated list, dropping blanks and the spaces
+// around each item.
+func SplitList(v string) []string {
 	var out []string
 	for _, f := range strings.Split(v, ",") {
 		if f = strings.TrimSpace(f); f != "" {
@@ -783,6 +786,19 @@ func checkAllowedOrigin(o string) error {
 
 // validListen reports whether addr is host:port with a port from 0 to
 // 65535 (the host may be empty: every address).
+// loopbackListen reports whether addr listens on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func validListen(addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -211,6 +211,7 @@ func TestLoad(t *testing.T) {
 		{name: "both NATS urls and embed", file: "[nats]\nurls = [\"nats://a\"]\nembed = \"/x\"\n", wantErr: "not both"},
 		{name: "cluster without embed", file: "[nats]\ncluster = \"c\"\n", wantErr: "give --nats-embed DIR too"},
 		{name: "cluster without a route address", file: "[nats]\nembed = \"/x\"\ncluster = \"c\"\n", wantErr: "--nats-cluster-listen"},
+		{name: "embedded NATS open to the network", file: "[nats]\nembed = \"/x\"\nlisten = \"0.0.0.0:4222\"\n", wantErr: "asks its clients for no credentials"},
 		{name: "too many replicas", file: "[nats]\nreplicas = 7\n", wantErr: "nats.replicas is 7"},
 		{name: "creds and nkey", file: "[nats]\ncreds = \"a\"\nnkey = \"b\"\n", wantErr: "one way to authenticate"},
 		{name: "unknown nats key", file: "[nats]\nurl = \"nats://a\"\n", wantErr: "[nats] urls, creds"},

@@ -26,27 +26,12 @@ type Forwarder interface {
 // cluster sends to the session's owner. Reads (session.read, attach) are
 // served where they arrive, from the session's follower.
 func writesSession(req protocol.Request) (string, bool) {
-	switch q := req.(type) {
-	case *protocol.RunSend:
-		return q.Session, q.Session != ""
-	case *protocol.RunCancel:
-		return q.Session, q.Session != ""
-	case *protocol.ConsentAnswer:
-		return q.Session, q.Session != ""
-	case *protocol.UIIntent:
-		return q.Session, q.Session != ""
-	case *protocol.UIMove:
-		return q.Session, q.Session != ""
-	case *protocol.UIHide:
-		return q.Session, q.Session != ""
-	case *protocol.UISave:
-		return q.Session, q.Session != ""
-	case *protocol.A2UIAction:
-		return q.Session, q.Session != ""
-	case *protocol.InputAnswer:
-		return q.Session, q.Session != ""
-	case *protocol.InputRefuse:
-		return q.Session, q.Session != ""
+	switch req.(type) {
+	case *protocol.RunSend, *protocol.RunCancel, *protocol.ConsentAnswer, *protocol.UIIntent,
+		*protocol.UIMove, *protocol.UIHide, *protocol.UISave, *protocol.A2UIAction,
+		*protocol.InputAnswer, *protocol.InputRefuse:
+		id := requestSession(req)
+		return id, id != ""
 	}
 	return "", false
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"strings"
 
 	"github.com/getorrery/orrery/config"
 )
@@ -39,7 +38,7 @@ func (n *natsFlags) apply(cfg *config.Config) error {
 	}
 	set(&cfg.Store.Kind, n.store)
 	if n.urls != "" {
-		cfg.NATS.URLs = splitComma(n.urls)
+		cfg.NATS.URLs = config.SplitList(n.urls)
 	}
 	set(&cfg.NATS.Creds, n.creds)
 	set(&cfg.NATS.NKey, n.nkey)
@@ -49,20 +48,10 @@ func (n *natsFlags) apply(cfg *config.Config) error {
 	set(&cfg.NATS.ClusterListen, n.clusterAddr)
 	set(&cfg.NATS.Name, n.name)
 	if n.routes != "" {
-		cfg.NATS.Routes = splitComma(n.routes)
+		cfg.NATS.Routes = config.SplitList(n.routes)
 	}
 	if n.replicas != 0 {
 		cfg.NATS.Replicas = n.replicas
 	}
 	return nil
-}
-
-func splitComma(v string) []string {
-	var out []string
-	for _, f := range strings.Split(v, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -33,6 +33,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -198,25 +199,6 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 // once they are stored, for nodes that deliver them live.
 func (l *Log) LiveSubject(session string) string { return l.n.live + Token(session) }
 
-// LiveWildcard matches every session's live subject.
-func (l *Log) LiveWildcard() string { return l.n.live + "*" }
-
-// SessionOfLive returns the session a live subject is for.
-func (l *Log) SessionOfLive(subject string) (string, error) {
-	tok, ok := cutPrefix(subject, l.n.live)
-	if !ok {
-		return "", fmt.Errorf("subject %q is not a live subject of %s", subject, l.n.stream)
-	}
-	return sessionOf(tok)
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) < len(p) || s[:len(p)] != p {
-		return "", false
-	}
-	return s[len(p):], true
-}
-
 func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
@@ -372,19 +354,9 @@ func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
 		if c := b.Created.Compare(a.Created); c != 0 {
 			return c
 		}
-		return compareStrings(b.ID, a.ID)
+		return strings.Compare(b.ID, a.ID)
 	})
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // UpdateSession stores a session's title and model.
@@ -665,22 +637,27 @@ func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tai
 	}
 	last.Header.Set(hdrCost, strconv.FormatInt(cost, 10))
 	last.Header.Set(hdrWriter, l.writer)
-	landed := func() (uint64, bool) {
-		// Whether this append is what the leader holds last: a publish
-		// whose answer was lost, then tried again and refused.
+	// look reads what the stream's leader holds last for the session:
+	// this very append (a publish whose answer was lost), or whether
+	// anything was written after the tail this append follows.
+	look := func() (sseq uint64, ours, moved bool, err error) {
 		now, m, err := l.leaderTail(ctx, id)
-		if err != nil || len(b.Frames) == 0 || now.head != b.Frames[len(b.Frames)-1].Seq || m.hdr.Get(hdrWriter) != l.writer {
-			return 0, false
+		if err != nil {
+			return 0, false, false, err
 		}
-		return now.last, true
+		ours = len(b.Frames) > 0 && now.head == b.Frames[len(b.Frames)-1].Seq && m.hdr.Get(hdrWriter) == l.writer
+		return now.last, ours, now.last != t.last, nil
 	}
 
 	var ack pubAck
 	var err error
+retry:
 	for attempt := 0; ; attempt++ {
 		ack, err = l.publish(ctx, msgs)
 		if attempt > 0 && errors.Is(err, store.ErrSeqConflict) {
-			if sseq, ok := landed(); ok {
+			// Refused after a try whose answer was lost: that try may be
+			// what the fence now holds.
+			if sseq, ours, _, lerr := look(); lerr == nil && ours {
 				ack, err = pubAck{Sequence: sseq}, nil
 			}
 		}
@@ -693,15 +670,13 @@ func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tai
 			return fmt.Errorf("append to session %s: %w (and then %w)", id, err, ctx.Err())
 		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
 		}
-		if sseq, ok := landed(); ok {
+		sseq, ours, moved, lerr := look()
+		switch {
+		case lerr != nil:
+		case ours:
 			ack, err = pubAck{Sequence: sseq}, nil
-			break
-		}
-		now, _, rerr := l.leaderTail(ctx, id)
-		if rerr != nil {
-			continue
-		}
-		if now.last != t.last {
+			break retry
+		case moved:
 			return fmt.Errorf("append to session %s: another writer wrote after stream seq %d: %w", id, t.last, store.ErrSeqConflict)
 		}
 	}
