@@ -807,8 +807,13 @@ func (l *Log) publish(ctx context.Context, msgs []*nats.Msg) (pubAck, error) {
 // classify maps a JetStream refusal onto the store's errors.
 func (e *apiError) classify() error {
 	switch e.ErrCode {
-	case errWrongLastSequence, errWrongLastSeqConstant:
+	case errWrongLastSequence:
 		return fmt.Errorf("%w: another writer appended to the session first (%s)", store.ErrSeqConflict, e.Description)
+	case errWrongLastSeqConstant:
+		// In a cluster the leader refuses a fenced publish while the
+		// subject's previous one is still being applied, which can be just
+		// after that one was acknowledged: look, and try again.
+		return fmt.Errorf("%w: the session's previous append is still being applied (%s)", errRetry, e.Description)
 	case errAtomicDuplicateMessage:
 		return fmt.Errorf("%w: the batch was already written (%s)", errRetry, e.Description)
 	case errInsufficientResources, errStorageExceeded:
