@@ -161,7 +161,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	}()
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err = createStream(ctx, js, jetstream.StreamConfig{
 		Name:        l.n.stream,
 		Description: "Orrery session frames, one subject a session",
 		Subjects:    []string{l.n.frames + "*", l.n.costs + "*"},
@@ -1092,3 +1092,21 @@ func FrameOf(m *nats.Msg) (store.Frame, error) {
 
 // Prefix is the prefix of the log's stream, bucket and subject names.
 func (l *Log) Prefix() string { return l.cfg.Prefix }
+
+// createStream is CreateOrUpdateStream that waits, within ctx, while a
+// cluster that has just formed cannot yet place the stream's replicas
+// ("no suitable peers for placement", error 10005).
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for {
+		st, err := js.CreateOrUpdateStream(ctx, cfg)
+		var api *jetstream.APIError
+		if err == nil || !errors.As(err, &api) || api.ErrorCode != 10005 {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
