@@ -1,7 +1,8 @@
 // Package auth decides who may talk to a kernel. A connection from the
 // loopback interface (or a Unix socket) is trusted; any other must present a
-// node token. Tokens are made by `orrery node token create`, kept in the data
-// dir only as SHA-256 hashes, and compared in constant time.
+// node token. Tokens are made by `orrery node token create`, kept only as
+// SHA-256 hashes (in the data dir, or in a Backend the nodes of a cluster
+// share), and compared in constant time.
 package auth
 
 import (
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -47,21 +49,64 @@ type Token struct {
 	Hash string `json:"hash"`
 }
 
-// Store is the set of tokens in one file. It re-reads the file when it
+// Backend is where a Store keeps its tokens: a file in the data dir
+// (Open), or a key the nodes of a cluster share (OpenBackend with the
+// cluster's). A backend holds the JSON of the token list, and saving is a
+// compare-and-set on the version it was loaded at, so two processes that
+// create or revoke at once never lose each other's change.
+type Backend interface {
+	// Load returns the stored bytes, nil when there are none yet, and the
+	// version to Save against.
+	Load() (data []byte, version uint64, err error)
+	// Save replaces the bytes if they are still at version; otherwise it
+	// returns an error that is ErrConflict.
+	Save(data []byte, version uint64) error
+	// String names the place, for messages.
+	String() string
+}
+
+// Refresher is a Backend whose Load answers from a copy kept up to date in
+// the background; Refresh reads the source itself. A Store refreshes when
+// a token is not found, so a token created a moment ago on another node
+// works at once.
+type Refresher interface {
+	Refresh() error
+}
+
+// Notifier is a Backend that says when its bytes change (a cluster's KV
+// watch): Watch then acts at once instead of at its next tick, so a
+// revocation on one node ends the token's connections on all of them
+// within moments.
+type Notifier interface {
+	Changed() <-chan struct{}
+}
+
+// ErrConflict means a Save found the bytes changed since they were loaded.
+var ErrConflict = errors.New("the tokens changed meanwhile")
+
+// Store is the set of tokens in a Backend. It re-reads the backend when it
 // changes, so a token revoked by the CLI stops working on a running server.
 type Store struct {
-	path string
+	b Backend
 
-	mu     sync.Mutex // guards tokens, raw and gen
+	mu     sync.Mutex // guards tokens, raw, ver and gen
 	tokens []Token
-	raw    []byte // the file's bytes when tokens were read
+	raw    []byte // the backend's bytes when tokens were read
+	ver    uint64 // their version, to save against
 	gen    uint64 // counts the times tokens changed
+
+	refreshMu sync.Mutex // one Refresh at a time: misses share it
 }
 
 // Open returns the token store at path (tokens.json in the data dir). A
 // missing file is an empty store.
 func Open(path string) (*Store, error) {
-	s := &Store{path: path}
+	return OpenBackend(fileBackend(path))
+}
+
+// OpenBackend returns the token store kept in b.
+func OpenBackend(b Backend) (*Store, error) {
+	s := &Store{b: b}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.reloadLocked(); err != nil {
@@ -70,31 +115,33 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// Path returns the file the store keeps its tokens in.
-func (s *Store) Path() string { return s.path }
+// Path returns where the store keeps its tokens: the file's path, or the
+// name of a cluster's bucket.
+func (s *Store) Path() string { return s.b.String() }
 
-// reloadLocked re-reads the file. It compares the bytes, not the time and
+// reloadLocked re-reads the backend. It compares the bytes, not a time or
 // size: a revoke and a create within one timestamp tick can leave both
 // unchanged (and a reused inode number), and a revoked token must stop
-// working at once. The file is small.
+// working at once. The list is small.
 func (s *Store) reloadLocked() error {
-	data, err := os.ReadFile(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, ver, err := s.b.Load()
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	s.ver = ver
+	if data == nil {
 		if s.tokens != nil || s.gen == 0 {
 			s.gen++
 		}
 		s.tokens, s.raw = nil, nil
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("read tokens: %w", err)
-	}
 	if s.tokens != nil && bytes.Equal(data, s.raw) {
 		return nil
 	}
 	var tokens []Token
 	if err := json.Unmarshal(data, &tokens); err != nil {
-		return fmt.Errorf("read tokens %s: %w", s.path, err)
+		return fmt.Errorf("read tokens %s: %w", s.b, err)
 	}
 	if tokens == nil {
 		tokens = []Token{}
@@ -104,33 +151,87 @@ func (s *Store) reloadLocked() error {
 	return nil
 }
 
-func (s *Store) saveLocked() error {
-	data, err := json.MarshalIndent(s.tokens, "", "  ")
-	if err != nil {
-		return err
+// change applies edit to the current tokens and saves them, trying again
+// from a fresh read when another process saved in between.
+func (s *Store) change(edit func(tokens []Token) ([]Token, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for try := 0; ; try++ {
+		if try > 0 {
+			// Another process saved first: wait a little, longer each
+			// time and not in step with it, and start again.
+			if time.Now().After(deadline) {
+				return fmt.Errorf("save tokens: %w on every try for 10s; try again", ErrConflict)
+			}
+			backoff := time.Duration(min(try, 10)) * 5 * time.Millisecond
+			time.Sleep(backoff/2 + time.Duration(mrand.Int64N(int64(backoff))))
+		}
+		if r, ok := s.b.(Refresher); ok {
+			if err := r.Refresh(); err != nil {
+				return fmt.Errorf("read tokens: %w", err)
+			}
+		}
+		if err := s.reloadLocked(); err != nil {
+			return err
+		}
+		next, err := edit(append([]Token{}, s.tokens...))
+		if err != nil {
+			return err
+		}
+		data, err := json.MarshalIndent(next, "", "  ")
+		if err != nil {
+			return err
+		}
+		err = s.b.Save(append(data, '\n'), s.ver)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("save tokens: %w", err)
+		}
+		return s.reloadLocked()
 	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return fmt.Errorf("save tokens: %w", err)
+}
+
+// fileBackend keeps the tokens in a file, written whole through a
+// temporary file and a rename. Its versions are all 0: the data dir's lock
+// and the CLI are its only writers.
+type fileBackend string
+
+func (f fileBackend) String() string { return string(f) }
+
+func (f fileBackend) Load() ([]byte, uint64, error) {
+	data, err := os.ReadFile(string(f))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	return data, 0, err
+}
+
+func (f fileBackend) Save(data []byte, _ uint64) error {
+	path := string(f)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
 	// A fresh temporary file is 0600 whatever the umask; a fixed name
 	// would keep the mode of a stale one left by a crash.
-	f, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".*.tmp")
+	tf, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("save tokens: %w", err)
+		return err
 	}
-	tmp := f.Name()
-	_, err = f.Write(append(data, '\n'))
-	if cerr := f.Close(); err == nil {
+	tmp := tf.Name()
+	_, err = tf.Write(data)
+	if cerr := tf.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, s.path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("save tokens: %w", err)
 	}
-	return s.reloadLocked()
+	return err
 }
 
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -149,28 +250,31 @@ func hash(token string) string {
 // Create makes a token named name and returns it whole. The secret is shown
 // only here: the store keeps its hash.
 func (s *Store) Create(name string) (string, Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.reloadLocked(); err != nil {
-		return "", Token{}, err
-	}
-	for _, t := range s.tokens {
-		if name != "" && t.Name == name {
-			return "", Token{}, fmt.Errorf("a token named %q exists: revoke it first, or pick another name", name)
-		}
-	}
 	id := random(5)
 	secret := tokenPrefix + id + "_" + random(20)
 	t := Token{ID: id, Name: name, Created: time.Now().UTC().Truncate(time.Second), Hash: hash(secret)}
-	s.tokens = append(s.tokens, t)
-	if err := s.saveLocked(); err != nil {
+	err := s.change(func(tokens []Token) ([]Token, error) {
+		for _, o := range tokens {
+			if name != "" && o.Name == name {
+				return nil, fmt.Errorf("a token named %q exists: revoke it first, or pick another name", name)
+			}
+		}
+		return append(tokens, t), nil
+	})
+	if err != nil {
 		return "", Token{}, err
 	}
 	return secret, t, nil
 }
 
-// List returns the tokens, oldest first, without secrets.
+// List returns the tokens, oldest first, without secrets: read afresh
+// from a backend that keeps a copy.
 func (s *Store) List() ([]Token, error) {
+	if r, ok := s.b.(Refresher); ok {
+		if err := r.Refresh(); err != nil {
+			return nil, fmt.Errorf("read tokens: %w", err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.reloadLocked(); err != nil {
@@ -187,18 +291,17 @@ func (s *Store) Len() (int, error) {
 
 // Revoke deletes the token whose id or name is key.
 func (s *Store) Revoke(key string) (Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.reloadLocked(); err != nil {
-		return Token{}, err
-	}
-	for i, t := range s.tokens {
-		if t.ID == key || (t.Name != "" && t.Name == key) {
-			s.tokens = append(s.tokens[:i], s.tokens[i+1:]...)
-			return t, s.saveLocked()
+	var gone Token
+	err := s.change(func(tokens []Token) ([]Token, error) {
+		for i, t := range tokens {
+			if t.ID == key || (t.Name != "" && t.Name == key) {
+				gone = t
+				return append(tokens[:i], tokens[i+1:]...), nil
+			}
 		}
-	}
-	return Token{}, fmt.Errorf("revoke %q: %w (list them with orrery node token list)", key, ErrUnknownToken)
+		return nil, fmt.Errorf("revoke %q: %w (list them with orrery node token list)", key, ErrUnknownToken)
+	})
+	return gone, err
 }
 
 // Verify reports whether token is a current token. It compares hashes in
@@ -214,6 +317,28 @@ func (s *Store) Lookup(token string) (Token, bool) {
 	if s == nil || !strings.HasPrefix(token, tokenPrefix) {
 		return Token{}, false
 	}
+	want := []byte(hash(token))
+	if t, ok := s.find(want); ok {
+		return t, true
+	}
+	// Not in the copy a cluster's backend keeps: it may have been made a
+	// moment ago on another node. Misses at once share one read.
+	r, ok := s.b.(Refresher)
+	if !ok {
+		return Token{}, false
+	}
+	s.refreshMu.Lock()
+	err := r.Refresh()
+	s.refreshMu.Unlock()
+	if err != nil {
+		return Token{}, false
+	}
+	return s.find(want)
+}
+
+// find looks for the token whose hash is want among the current tokens,
+// comparing in constant time against every one.
+func (s *Store) find(want []byte) (Token, bool) {
 	s.mu.Lock()
 	err := s.reloadLocked()
 	tokens := s.tokens
@@ -221,7 +346,6 @@ func (s *Store) Lookup(token string) (Token, bool) {
 	if err != nil {
 		return Token{}, false
 	}
-	want := []byte(hash(token))
 	found := -1
 	for i, t := range tokens {
 		if subtle.ConstantTimeCompare(want, []byte(t.Hash)) == 1 {
@@ -253,7 +377,8 @@ func (s *Store) HasID(id string) bool {
 	return false
 }
 
-// Watch re-reads the file every interval until ctx ends, and calls changed
+// Watch re-reads the backend every interval (and at once when it says it
+// changed) until ctx ends, and calls changed
 // with the current tokens on its first read and whenever they changed since
 // its last call: a server ends the connections of the tokens that are gone,
 // so a token revoked by another process (orrery node token revoke) ends
@@ -267,6 +392,10 @@ func (s *Store) Watch(ctx context.Context, interval time.Duration, changed func(
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var notified <-chan struct{} // nil, which never fires, for a file
+	if n, ok := s.b.(Notifier); ok {
+		notified = n.Changed()
+	}
 	var seen uint64
 	first := true
 	for {
@@ -286,6 +415,7 @@ func (s *Store) Watch(ctx context.Context, interval time.Duration, changed func(
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-notified:
 		}
 	}
 }

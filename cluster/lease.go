@@ -111,16 +111,20 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.Bucket, Description: "Orrery session owners", History: 1, TTL: c.TTL,
-		Storage: jetstream.FileStorage, Replicas: c.Replicas,
+	kv, err := jsstore.UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.Bucket, Description: "Orrery session owners", History: 1, TTL: c.TTL,
+			Storage: jetstream.FileStorage, Replicas: c.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leases bucket %s: %w", c.Bucket, err)
 	}
-	nodes, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: c.Bucket + "_nodes", Description: "Orrery nodes alive", History: 1, TTL: c.TTL,
-		Storage: jetstream.FileStorage, Replicas: c.Replicas,
+	nodes, err := jsstore.UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: c.Bucket + "_nodes", Description: "Orrery nodes alive", History: 1, TTL: c.TTL,
+			Storage: jetstream.FileStorage, Replicas: c.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nodes bucket %s_nodes: %w", c.Bucket, err)

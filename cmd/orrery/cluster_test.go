@@ -466,3 +466,102 @@ func testPartition(t *testing.T, bin string) {
 		t.Errorf("the log has %d run ends and %d frames at head %d; want one end, and frames 1..head", terminals, len(log.Frames), log.Head)
 	}
 }
+
+// testTokensAcrossNodes: the nodes of a cluster admit the cluster's
+// tokens. The first node to start gives a new cluster the tokens of its
+// data dir; a token made with orrery node token create --nats admits on
+// every node; a revoke with the same flags refuses it everywhere and ends
+// the stream it opened on another node. Requests carry X-Forwarded-For, so
+// a loopback connection counts as a stranger's, as behind a proxy.
+func testTokensAcrossNodes(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	urls := natstest.URLs(srvs...)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := environ(t)
+	dataA := t.TempDir()
+	var first, second struct{ Token, ID string }
+	r := orrery(t, bin, env, "node", "token", "create", "--name", "first", "--json", "--data", dataA)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &first) != nil {
+		t.Fatalf("token create --data: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	a := serve(t, bin, env, "--data", dataA, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[0].ClientURL())
+	b := serve(t, bin, env, "--data", t.TempDir(), "--config", cfgPath, "--store", "jetstream", "--nats", srvs[1].ClientURL())
+
+	remote := func(s *server, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/control", strings.NewReader(`{"t":"session.list","id":"1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := remote(b, ""); code != http.StatusUnauthorized {
+		t.Fatalf("node b, no token: %d, want 401", code)
+	}
+	if code := remote(b, first.Token); code != http.StatusOK {
+		t.Fatalf("node b with the token of node a's data dir: %d, want 200 (the cluster takes the first node's tokens)", code)
+	}
+
+	cluster := []string{"--config", cfgPath, "--store", "jetstream", "--nats", urls}
+	r = orrery(t, bin, env, append([]string{"node", "token", "create", "--name", "second", "--json"}, cluster...)...)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &second) != nil {
+		t.Fatalf("token create --nats: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for name, s := range map[string]*server{"a": a, "b": b} {
+		if code := remote(s, second.Token); code != http.StatusOK {
+			t.Errorf("node %s with the token made by the CLI in NATS: %d, want 200", name, code)
+		}
+	}
+	r = orrery(t, bin, env, append([]string{"node", "token", "list", "--json"}, cluster...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, first.ID) || !strings.Contains(r.stdout, second.ID) || strings.Contains(r.stdout, first.Token) {
+		t.Errorf("token list --nats: exit %d %s; want both ids and no secret", r.code, r.stdout)
+	}
+
+	// A stream node b serves to the first token ends when it is revoked.
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/events?session="+created.Session, nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("Authorization", "Bearer "+first.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events on node b with the first token: %d, want 200", resp.StatusCode)
+	}
+	ended := make(chan string, 1)
+	go func() {
+		body, _ := io.ReadAll(resp.Body)
+		ended <- string(body)
+	}()
+	r = orrery(t, bin, env, append([]string{"node", "token", "revoke", "first"}, cluster...)...)
+	if r.code != 0 {
+		t.Fatalf("token revoke --nats: exit %d %s", r.code, r.stderr)
+	}
+	select {
+	case <-ended:
+	case <-time.After(waitLimit):
+		t.Fatal("node b's stream of the revoked token did not end")
+	}
+	for name, s := range map[string]*server{"a": a, "b": b} {
+		if code := remote(s, first.Token); code != http.StatusUnauthorized {
+			t.Errorf("node %s with the revoked token: %d, want 401", name, code)
+		}
+		if code := remote(s, second.Token); code != http.StatusOK {
+			t.Errorf("node %s with the token not revoked: %d, want 200", name, code)
+		}
+	}
+}

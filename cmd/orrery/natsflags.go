@@ -16,16 +16,23 @@ type natsFlags struct {
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.store, "store", "", "the log: sqlite (in the data dir) or jetstream (in NATS, shared by the nodes of a cluster) (default [store] kind, $ORRERY_STORE, then sqlite)")
-	fs.StringVar(&n.urls, "nats", "", "with --store jetstream: the NATS servers to join, URL[,URL…] (default [nats] urls, $ORRERY_NATS)")
-	fs.StringVar(&n.creds, "nats-creds", "", "a NATS credentials file to connect with (default [nats] creds, $ORRERY_NATS_CREDS)")
-	fs.StringVar(&n.nkey, "nats-nkey", "", "a file holding an nkey seed to connect with (default [nats] nkey, $ORRERY_NATS_NKEY)")
+	n.registerClient(fs)
 	fs.StringVar(&n.embed, "nats-embed", "", "with --store jetstream: run a NATS server in this process, its JetStream files in DIR (default [nats] embed)")
 	fs.StringVar(&n.listen, "nats-listen", "", "the embedded server's client address, host:port (default [nats] listen; none: only this process connects)")
 	fs.StringVar(&n.cluster, "nats-cluster", "", "the cluster NAME the embedded server joins (default [nats] cluster)")
 	fs.StringVar(&n.clusterAddr, "nats-cluster-listen", "", "the embedded server's route address, host:port, that the other members' --nats-routes name (default [nats] cluster_listen)")
 	fs.StringVar(&n.routes, "nats-routes", "", "the other members' route URLs, nats://HOST:PORT[,…] (default [nats] routes)")
 	fs.StringVar(&n.name, "nats-name", "", "the embedded server's name in its cluster, the same across restarts (default [nats] name, then host and route port)")
+}
+
+// registerClient registers the flags of a command that only connects to
+// a cluster (the store, where NATS is, and how to sign in), not those of
+// a node's embedded server.
+func (n *natsFlags) registerClient(fs *flag.FlagSet) {
+	fs.StringVar(&n.store, "store", "", "the log: sqlite (in the data dir) or jetstream (in NATS, shared by the nodes of a cluster) (default [store] kind, $ORRERY_STORE, then sqlite)")
+	fs.StringVar(&n.urls, "nats", "", "with --store jetstream: the NATS servers to join, URL[,URL…] (default [nats] urls, $ORRERY_NATS)")
+	fs.StringVar(&n.creds, "nats-creds", "", "a NATS credentials file to connect with (default [nats] creds, $ORRERY_NATS_CREDS)")
+	fs.StringVar(&n.nkey, "nats-nkey", "", "a file holding an nkey seed to connect with (default [nats] nkey, $ORRERY_NATS_NKEY)")
 	fs.IntVar(&n.replicas, "replicas", 0, "how many servers keep each frame: 3 in a three-server cluster (default [nats] replicas, then 1)")
 }
 

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/config"
 	"github.com/getorrery/orrery/datadir"
 	"github.com/getorrery/orrery/server"
@@ -101,22 +100,6 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}
 	log := newLogger(c.env, slog.LevelInfo)
 
-	tokens, err := auth.Open(tokensPath(cfg))
-	if err != nil {
-		return err
-	}
-	if c.node {
-		n, err := tokens.Len()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return &exitCodeError{code: exitError, err: fmt.Errorf(
-				"a node needs a token for its clients and %s has none: run orrery node token create --name NAME --data %s, then start the node again",
-				tokens.Path(), cfg.Store.Data)}
-		}
-	}
-
 	k, err := openOwn(ctx, func() (*embedded, error) { return openKernel(ctx, c.env, cfg, log, true) })
 	var held *datadir.HeldError
 	if errors.As(err, &held) {
@@ -135,6 +118,26 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			log.Error("close kernel", "err", err)
 		}
 	}()
+
+	tokens, err := nodeTokens(cfg, k.store, log)
+	if err != nil {
+		return err
+	}
+	if c.node {
+		n, err := tokens.Len()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			how := "orrery node token create --name NAME --data " + cfg.Store.Data
+			if kernelCluster(k.store) != nil {
+				how = "orrery node token create --name NAME --store jetstream --nats URL"
+			}
+			return &exitCodeError{code: exitError, err: fmt.Errorf(
+				"a node needs a token for its clients and %s has none: run %s, then start the node again",
+				tokens.Path(), how)}
+		}
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {

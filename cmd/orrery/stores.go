@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/cluster"
 	"github.com/getorrery/orrery/cluster/embed"
 	"github.com/getorrery/orrery/config"
@@ -53,6 +56,7 @@ type natsLog struct {
 	*cluster.OwnedLog
 	conn   *cluster.Conn
 	member *cluster.Member
+	tokens *cluster.Tokens
 }
 
 // kernelCluster is the kernel's view of the cluster st is shared in, or
@@ -84,6 +88,7 @@ func serveForwarded(st store.Log, srv *server.Server) (func(), error) {
 }
 
 func (l natsLog) Close() error {
+	l.tokens.Close()
 	l.member.Stop()
 	err := l.OwnedLog.Close()
 	l.conn.Close()
@@ -120,10 +125,7 @@ func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 	if name == "" {
 		name = host
 	}
-	prefix := n.Prefix
-	if prefix == "" {
-		prefix = "orrery"
-	}
+	prefix := natsPrefix(n)
 	id, err := nodeID(c.Dir)
 	if err != nil {
 		l.Close()
@@ -137,14 +139,109 @@ func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 		conn.Close()
 		return nil, fmt.Errorf("open the session leases in NATS JetStream: %w", err)
 	}
+	tokens, err := cluster.OpenTokens(ctx, js, prefix+"_tokens", n.Replicas)
+	if err != nil {
+		leases.Close(ctx)
+		l.Close()
+		conn.Close()
+		return nil, fmt.Errorf("open the node tokens in NATS JetStream: %w", err)
+	}
 	member := &cluster.Member{NC: conn.NC, Log: l, Leases: leases}
 	if err := member.Start(); err != nil {
+		tokens.Close()
 		leases.Close(ctx)
 		l.Close()
 		conn.Close()
 		return nil, fmt.Errorf("join the cluster: %w", err)
 	}
-	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn, member: member}, nil
+	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn, member: member, tokens: tokens}, nil
+}
+
+// natsPrefix is the [nats] prefix, "orrery" when unset.
+func natsPrefix(n config.NATSConfig) string {
+	if n.Prefix == "" {
+		return "orrery"
+	}
+	return n.Prefix
+}
+
+// nodeTokens is the token store a kernel on st admits clients with: the
+// cluster's, shared by every node, on a JetStream store; the data dir's
+// tokens.json on any other. A cluster that has never had tokens takes the
+// data dir's (the first node to start with some gives them), so that nodes
+// whose embedded NATS serves no client port can be given tokens: make them
+// with orrery node token create --data DIR before the first start. After
+// that the file is not read, and a node says so when it has tokens.
+func nodeTokens(cfg config.Config, st store.Log, log *slog.Logger) (*auth.Store, error) {
+	l, ok := st.(natsLog)
+	if !ok {
+		return auth.Open(tokensPath(cfg))
+	}
+	local, err := auth.Open(tokensPath(cfg))
+	if err != nil {
+		return nil, err
+	}
+	mine, err := local.List()
+	if err != nil {
+		return nil, err
+	}
+	if data, ver, _ := l.tokens.Load(); data == nil && ver == 0 && len(mine) > 0 {
+		raw, err := json.MarshalIndent(mine, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		switch err := l.tokens.Save(append(raw, '\n'), 0); {
+		case err == nil:
+			log.Info("the cluster had no tokens: it takes this data dir's", "file", tokensPath(cfg), "tokens", len(mine))
+			return auth.OpenBackend(l.tokens)
+		case !errors.Is(err, auth.ErrConflict):
+			return nil, fmt.Errorf("give the cluster this data dir's tokens: %w", err)
+		}
+		if err := l.tokens.Refresh(); err != nil {
+			return nil, err
+		}
+	}
+	if len(mine) > 0 {
+		log.Warn("the tokens in the data dir are not used: the nodes of a cluster admit the cluster's tokens; manage them with orrery node token create|list|revoke --store jetstream --nats URL",
+			"file", tokensPath(cfg), "tokens", len(mine))
+	}
+	return auth.OpenBackend(l.tokens)
+}
+
+// clusterTokens opens the cluster's token store for the CLI, from the
+// [nats] settings: the URLs of the cluster, or the client address of a
+// node's embedded server. The returned func closes the connection.
+func clusterTokens(ctx context.Context, cfg config.Config) (*auth.Store, func(), error) {
+	n := cfg.NATS
+	dc := dialConfig(n)
+	dc.Embed = embed.Config{}
+	if len(dc.URLs) == 0 {
+		if n.Embed == "" || n.Listen == "" {
+			return nil, nil, &usageError{msg: "the cluster's tokens live in NATS: give --nats URL[,URL…] (a node with --nats-embed is reached at its --nats-listen address)"}
+		}
+		dc.URLs = []string{"nats://" + n.Listen}
+	}
+	conn, err := cluster.Dial(ctx, dc)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := natsjs.New(conn.NC)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	t, err := cluster.OpenTokens(ctx, js, natsPrefix(n)+"_tokens", n.Replicas)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	s, err := auth.OpenBackend(t)
+	if err != nil {
+		t.Close()
+		conn.Close()
+		return nil, nil, err
+	}
+	return s, func() { t.Close(); conn.Close() }, nil
 }
 
 // readyChecks are what /readyz asks: that the process still holds its data

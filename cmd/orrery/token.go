@@ -15,18 +15,21 @@ import (
 type tokenCmd struct {
 	env    *env
 	common commonFlags
+	nats   natsFlags
 	name   string
 	json   bool
 }
 
 func (c *tokenCmd) Run(ctx context.Context, args []string) error {
-	usage := "node token create [--name NAME] | list | revoke ID|NAME   [--json] [--data DIR]"
+	usage := "node token create [--name NAME] | list | revoke ID|NAME   [--json] [--data DIR | --store jetstream --nats URL]"
 	if len(args) == 0 {
 		return &usageError{msg: "node token needs a subcommand: orrery " + usage}
 	}
 	sub, rest := args[0], args[1:]
 	fs := newFlagSet(c.env, "node token "+sub, usage)
 	c.common.register(fs, false)
+	c.nats.registerClient(fs)
+	c.common.apply = c.nats.apply
 	fs.BoolVar(&c.json, "json", false, "print JSON for programs")
 	if sub == "create" {
 		fs.StringVar(&c.name, "name", "", "a name to recognise the token by (a machine, a person)")
@@ -50,8 +53,17 @@ func (c *tokenCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := auth.Open(tokensPath(cfg))
-	if err != nil {
+	// A cluster's nodes share their tokens in NATS; a node of its own
+	// keeps them in its data dir.
+	var store *auth.Store
+	if cfg.Store.Kind == "jetstream" {
+		s, closeTokens, err := clusterTokens(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeTokens()
+		store = s
+	} else if store, err = auth.Open(tokensPath(cfg)); err != nil {
 		return err
 	}
 	switch sub {
@@ -104,7 +116,7 @@ func (c *tokenCmd) Run(ctx context.Context, args []string) error {
 		if c.json {
 			return json.NewEncoder(c.env.stdout).Encode(map[string]any{"revoked": t.ID})
 		}
-		fmt.Fprintf(c.env.stderr, "token %s revoked: it no longer admits anyone, even on a running node\n", t.ID)
+		fmt.Fprintf(c.env.stderr, "token %s revoked: it no longer admits anyone, and its connections end, even on running nodes\n", t.ID)
 		return nil
 	}
 }

@@ -178,16 +178,20 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: stream %s: %w", l.n.stream, err)
 	}
-	l.sessions, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: l.n.sessions, Description: "Orrery session records", History: 1,
-		Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+	l.sessions, err = UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: l.n.sessions, Description: "Orrery session records", History: 1,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: bucket %s: %w", l.n.sessions, err)
 	}
-	l.checkpoints, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: l.n.checkpoints, Description: "Orrery session checkpoints",
-		Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+	l.checkpoints, err = UntilPlaced(ctx, func() (jetstream.ObjectStore, error) {
+		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: l.n.checkpoints, Description: "Orrery session checkpoints",
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: object store %s: %w", l.n.checkpoints, err)
@@ -252,18 +256,31 @@ func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
 
 // getRecord reads a session's record and its revision.
 func (l *Log) getRecord(ctx context.Context, id string) (record, uint64, error) {
+	var value []byte
+	var rev uint64
 	e, err := l.sessions.Get(ctx, Token(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return record{}, 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		value, rev = e.Value(), e.Revision()
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		// A replica may answer a get before it has the record another
+		// node just made: ask the bucket's leader before saying no.
+		m, err := l.leaderGet(ctx, "KV_"+l.n.sessions, "$KV."+l.n.sessions+"."+Token(id))
+		if errors.Is(err, errNotFound) || (err == nil && m.hdr.Get("KV-Operation") != "") {
+			return record{}, 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
+		}
+		if err != nil {
+			return record{}, 0, fmt.Errorf("session %s: %w", id, classify(err))
+		}
+		value, rev = m.data, m.sseq
+	default:
 		return record{}, 0, fmt.Errorf("session %s: %w", id, classify(err))
 	}
 	var r record
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
+	if err := json.Unmarshal(value, &r); err != nil {
 		return record{}, 0, fmt.Errorf("session %s: its record does not decode (%v): %w", id, err, store.ErrDamaged)
 	}
-	return r, e.Revision(), nil
+	return r, rev, nil
 }
 
 // ensureKnown fails with store.ErrUnknownSession unless the session was
@@ -284,8 +301,9 @@ func (l *Log) ensureKnown(ctx context.Context, id string) error {
 	return nil
 }
 
-// Session returns the record of one session, its head read from the
-// stream.
+// Session returns the record of one session, its head as the stream's
+// leader has it: a replica may not yet have the frames just appended, and
+// a node taking a session over must start from its real end.
 func (l *Log) Session(ctx context.Context, id string) (store.Session, error) {
 	if err := l.begin(); err != nil {
 		return store.Session{}, err
@@ -297,7 +315,7 @@ func (l *Log) Session(ctx context.Context, id string) (store.Session, error) {
 	if err != nil {
 		return store.Session{}, err
 	}
-	t, err := l.readTail(ctx, id)
+	t, _, err := l.leaderTail(ctx, id)
 	if err != nil {
 		return store.Session{}, err
 	}
@@ -317,13 +335,9 @@ func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
 	defer l.ops.Done()
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	keys, err := l.sessions.ListKeys(ctx)
+	toks, err := l.sessionKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", classify(err))
-	}
-	var toks []string
-	for k := range keys.Keys() {
-		toks = append(toks, k)
 	}
 	out := make([]store.Session, len(toks))
 	errs := make([]error, len(toks))
@@ -338,7 +352,7 @@ func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
 				var r record
 				if r, _, err = l.getRecord(ctx, id); err == nil {
 					var t tailState
-					if t, err = l.readTail(ctx, id); err == nil {
+					if t, _, err = l.leaderTail(ctx, id); err == nil {
 						out[i] = session(r, t)
 					}
 				}
@@ -357,6 +371,26 @@ func (l *Log) Sessions(ctx context.Context) ([]store.Session, error) {
 		return strings.Compare(b.ID, a.ID)
 	})
 	return out, nil
+}
+
+// sessionKeys are the keys of the sessions bucket as its stream's leader
+// has them. (A KV key listing is a consumer that a replica may serve
+// before it has the records just made.)
+func (l *Log) sessionKeys(ctx context.Context) ([]string, error) {
+	st, err := l.js.Stream(ctx, "KV_"+l.n.sessions)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "$KV." + l.n.sessions + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	toks := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		toks = append(toks, strings.TrimPrefix(subj, prefix))
+	}
+	return toks, nil
 }
 
 // UpdateSession stores a session's title and model.
@@ -398,21 +432,41 @@ func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
 // leaderTail reads the end of a session's log from the stream's leader:
 // what the next append is fenced against.
 func (l *Log) leaderTail(ctx context.Context, id string) (tailState, stored, error) {
-	m, err := l.leaderGet(ctx, l.n.any+Token(id))
+	m, err := l.leaderGet(ctx, l.n.stream, l.n.any+Token(id))
 	st, err := l.tailFrom(id, m, err)
 	return st, m, err
 }
 
-// leaderGet is the last message on subject as the stream's leader has it
-// (the stream's message API, which only the leader answers).
-func (l *Log) leaderGet(ctx context.Context, subject string) (stored, error) {
+// leaderGet is the last message on subject in stream as the stream's
+// leader has it (the stream's message API, which only the leader answers).
+func (l *Log) leaderGet(ctx context.Context, stream, subject string) (stored, error) {
+	return leaderLast(ctx, l.nc, stream, subject)
+}
+
+// LeaderLast returns the data, headers and stream sequence of the last
+// message on subject in stream, as the stream's leader has it: what a
+// reader needs that must not be answered by a replica that is behind (a
+// direct get, which a KV get is, may be). It returns found false when the
+// subject has no message.
+func LeaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (data []byte, hdr nats.Header, seq uint64, found bool, err error) {
+	m, err := leaderLast(ctx, nc, stream, subject)
+	if errors.Is(err, errNotFound) {
+		return nil, nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, nil, 0, false, err
+	}
+	return m.data, m.hdr, m.sseq, true, nil
+}
+
+func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (stored, error) {
 	body, err := json.Marshal(directReq{LastFor: subject})
 	if err != nil {
 		return stored{}, err
 	}
-	reply, err := l.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.n.stream, body)
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
-		return stored{}, fmt.Errorf("read stream %s: %w", l.n.stream, err)
+		return stored{}, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	var resp struct {
 		Error   *apiError `json:"error"`
@@ -424,7 +478,7 @@ func (l *Log) leaderGet(ctx context.Context, subject string) (stored, error) {
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return stored{}, fmt.Errorf("read stream %s: %q: %w", l.n.stream, reply.Data, err)
+		return stored{}, fmt.Errorf("read stream %s: %q: %w", stream, reply.Data, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrCode == errNoMessage {
@@ -433,12 +487,12 @@ func (l *Log) leaderGet(ctx context.Context, subject string) (stored, error) {
 		return stored{}, resp.Error
 	}
 	if resp.Message == nil {
-		return stored{}, fmt.Errorf("read stream %s: an answer without a message", l.n.stream)
+		return stored{}, fmt.Errorf("read stream %s: an answer without a message", stream)
 	}
 	hdr := nats.Header{}
 	if len(resp.Message.Header) > 0 {
 		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return stored{}, fmt.Errorf("read stream %s: headers of seq %d: %w", l.n.stream, resp.Message.Seq, err)
+			return stored{}, fmt.Errorf("read stream %s: headers of seq %d: %w", stream, resp.Message.Seq, err)
 		}
 	}
 	return stored{sseq: resp.Message.Seq, subject: resp.Message.Subject, hdr: hdr, data: resp.Message.Data}, nil
@@ -1093,19 +1147,24 @@ func FrameOf(m *nats.Msg) (store.Frame, error) {
 // Prefix is the prefix of the log's stream, bucket and subject names.
 func (l *Log) Prefix() string { return l.cfg.Prefix }
 
-// createStream is CreateOrUpdateStream that waits, within ctx, while a
-// cluster that has just formed cannot yet place the stream's replicas
-// ("no suitable peers for placement", error 10005).
 func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	return UntilPlaced(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
+}
+
+// UntilPlaced calls create (which makes a stream, bucket or object store)
+// again while the cluster cannot yet place its replicas (JetStream's error
+// 10005, "no suitable peers": a cluster that has just formed, or a server
+// restarting), until it succeeds, fails otherwise, or ctx ends.
+func UntilPlaced[T any](ctx context.Context, create func() (T, error)) (T, error) {
 	for {
-		st, err := js.CreateOrUpdateStream(ctx, cfg)
+		v, err := create()
 		var api *jetstream.APIError
 		if err == nil || !errors.As(err, &api) || api.ErrorCode != 10005 {
-			return st, err
+			return v, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return v, err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
