@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	jsstore "github.com/getorrery/orrery/store/jetstream"
@@ -64,6 +65,7 @@ type Leases struct {
 	kv    jetstream.KeyValue
 	nodes jetstream.KeyValue // who is alive: each node's record, renewed with its leases
 	node  Node
+	addr  atomic.Pointer[string] // where it serves clients, once it does
 	ttl   time.Duration
 	log   *slog.Logger
 	now   func() time.Time
@@ -140,7 +142,11 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 
 // heartbeat says this node is alive, for as long as a lease lasts.
 func (l *Leases) heartbeat(ctx context.Context) error {
-	value, err := json.Marshal(l.node)
+	n := l.node
+	if a := l.addr.Load(); a != nil {
+		n.Addr = *a
+	}
+	value, err := json.Marshal(n)
 	if err != nil {
 		return err
 	}
@@ -148,6 +154,13 @@ func (l *Leases) heartbeat(ctx context.Context) error {
 		return fmt.Errorf("say this node is alive (NATS KV %s): %w", l.nodes.Bucket(), err)
 	}
 	return nil
+}
+
+// SetAddr says where the node serves clients, for orrery node status: its
+// heartbeats carry it from the next on, which it sends at once.
+func (l *Leases) SetAddr(ctx context.Context, addr string) error {
+	l.addr.Store(&addr)
+	return l.heartbeat(ctx)
 }
 
 // Node is the node these leases name.

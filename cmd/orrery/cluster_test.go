@@ -180,6 +180,58 @@ func testAnyNode(t *testing.T, bin string) {
 			t.Fatalf("a follower's stream ends with %s of %s, want RUN_FINISHED of %s", last.Type, last.RunID, sent.RunID)
 		}
 	}
+
+	// orrery node status names the three nodes and where each serves,
+	// that node a owns the session, and a healthy R3 stream; with one of
+	// the NATS servers gone it says which replica is missing, exiting 1.
+	statusArgs := []string{"node", "status", "--json", "--config", cfgPath, "--store", "jetstream", "--nats", srvs[0].ClientURL()}
+	var st struct {
+		Healthy bool
+		Status  struct {
+			Nodes []struct {
+				Addr     string
+				Sessions int
+			}
+			Leases []struct {
+				Session string
+				Node    struct{ Addr string }
+			}
+			Streams []struct {
+				Name     string
+				Replicas int
+				Problem  string
+			}
+		}
+	}
+	r := orrery(t, bin, env, statusArgs...)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("node status: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	serves := map[string]int{}
+	for _, n := range st.Status.Nodes {
+		serves[n.Addr] = n.Sessions
+	}
+	if len(serves) != 3 || serves[a.url] != 1 || serves[b.url] != 0 || serves[c.url] != 0 {
+		t.Errorf("node status nodes = %+v, want %s owning 1 session, %s and %s none", st.Status.Nodes, a.url, b.url, c.url)
+	}
+	if len(st.Status.Leases) != 1 || st.Status.Leases[0].Session != sess || st.Status.Leases[0].Node.Addr != a.url {
+		t.Errorf("node status leases = %+v, want session %s owned by %s", st.Status.Leases, sess, a.url)
+	}
+	if !st.Healthy || len(st.Status.Streams) == 0 || st.Status.Streams[0].Name != "ORRERY" || st.Status.Streams[0].Replicas != 3 {
+		t.Errorf("node status streams = %+v (healthy %v), want a healthy ORRERY of 3 replicas first", st.Status.Streams, st.Healthy)
+	}
+	srvs[2].Stop()
+	deadline = time.Now().Add(waitLimit)
+	for {
+		r = orrery(t, bin, env, statusArgs...)
+		if r.code == 1 && strings.Contains(r.stderr, "not healthy") && strings.Contains(r.stderr, "offline") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node status with a NATS server stopped: exit %d, %s %s; want exit 1 naming the offline replica", r.code, r.stdout, r.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // testConsentElsewhere: a client on a node that does not own the session

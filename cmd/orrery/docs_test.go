@@ -149,6 +149,8 @@ func testDocs(t *testing.T, bin string) {
 				switch {
 				case len(cmd) >= 3 && cmd[0] == "node" && cmd[1] == "token":
 					cmd = cmd[:3] // orrery node token create|list|revoke has flags of its own
+				case len(cmd) >= 2 && cmd[0] == "node" && cmd[1] == "status":
+					cmd = cmd[:2]
 				case len(cmd) > 0 && (cmd[0] == "run" || cmd[0] == "serve" || cmd[0] == "node" || cmd[0] == "watch" || cmd[0] == "sessions" || cmd[0] == "acp" || cmd[0] == "version"):
 					cmd = cmd[:1] // the rest are arguments
 				}

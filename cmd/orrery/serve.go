@@ -39,7 +39,7 @@ type serveCmd struct {
 
 func (c *serveCmd) Synopsis() string {
 	if c.node {
-		return "run the kernel for other machines (0.0.0.0:7411, token required); node token create|list|revoke"
+		return "run the kernel for other machines (0.0.0.0:7411, token required); node token create|list|revoke; node status"
 	}
 	return "run the kernel: HTTP on 127.0.0.1:7411, SQLite in the data dir"
 }
@@ -55,9 +55,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if c.node && len(args) > 0 && args[0] == "token" {
 		return (&tokenCmd{env: c.env}).Run(ctx, args[1:])
 	}
+	if c.node && len(args) > 0 && args[0] == "status" {
+		return (&statusCmd{env: c.env}).Run(ctx, args[1:])
+	}
 	usage := c.name() + " [--listen ADDR] [--pipe NAME|PATH] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [--data DIR] [--model NAME] [--config FILE]\n       [--store jetstream (--nats URL[,URL…] | --nats-embed DIR [--nats-cluster NAME --nats-cluster-listen ADDR --nats-routes URL,…])]"
 	if c.node {
-		usage += "\n       orrery node token create|list|revoke …"
+		usage += "\n       orrery node token create|list|revoke …\n       orrery node status --store jetstream --nats URL [--json]"
 	}
 	fs := newFlagSet(c.env, c.name(), usage)
 	c.common.register(fs, true)
@@ -231,6 +234,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}); err != nil {
 		log.Warn("say who holds the data dir", "err", err)
 	}
+	if err := announce(ctx, k.store, scheme+"://"+publicAddr(ln.Addr().String())); err != nil {
+		log.Warn("say where this node serves to the cluster", "err", err)
+	}
 	errc := make(chan error, 1)
 	// Said before "listening on", which tells a waiting program all is up.
 	if c.metricsListen != "" {
@@ -290,6 +296,21 @@ func loadTLS(sc config.ServerConfig) (*tls.Config, error) {
 			sc.TLSCert, sc.TLSKey, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// publicAddr is listen as other machines dial it: an unspecified host
+// (0.0.0.0, ::) is this machine's name.
+func publicAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // tokensPath is where the node tokens of a data dir live.

@@ -208,16 +208,15 @@ func nodeTokens(cfg config.Config, st store.Log, log *slog.Logger) (*auth.Store,
 	return auth.OpenBackend(l.tokens)
 }
 
-// clusterTokens opens the cluster's token store for the CLI, from the
-// [nats] settings: the URLs of the cluster, or the client address of a
-// node's embedded server. The returned func closes the connection.
-func clusterTokens(ctx context.Context, cfg config.Config) (*auth.Store, func(), error) {
+// dialCluster connects a CLI command to the cluster [nats] names: its
+// URLs, or the client address of a node's embedded server.
+func dialCluster(ctx context.Context, cfg config.Config, what string) (*cluster.Conn, natsjs.JetStream, error) {
 	n := cfg.NATS
 	dc := dialConfig(n)
 	dc.Embed = embed.Config{}
 	if len(dc.URLs) == 0 {
 		if n.Embed == "" || n.Listen == "" {
-			return nil, nil, &usageError{msg: "the cluster's tokens live in NATS: give --nats URL[,URL…] (a node with --nats-embed is reached at its --nats-listen address)"}
+			return nil, nil, &usageError{msg: what + " live in NATS: give --nats URL[,URL…] (a node with --nats-embed is reached at its --nats-listen address)"}
 		}
 		dc.URLs = []string{"nats://" + n.Listen}
 	}
@@ -230,7 +229,17 @@ func clusterTokens(ctx context.Context, cfg config.Config) (*auth.Store, func(),
 		conn.Close()
 		return nil, nil, err
 	}
-	t, err := cluster.OpenTokens(ctx, js, natsPrefix(n)+"_tokens", n.Replicas)
+	return conn, js, nil
+}
+
+// clusterTokens opens the cluster's token store for the CLI. The returned
+// func closes the connection.
+func clusterTokens(ctx context.Context, cfg config.Config) (*auth.Store, func(), error) {
+	conn, js, err := dialCluster(ctx, cfg, "the cluster's tokens")
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := cluster.OpenTokens(ctx, js, natsPrefix(cfg.NATS)+"_tokens", cfg.NATS.Replicas)
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -242,6 +251,14 @@ func clusterTokens(ctx context.Context, cfg config.Config) (*auth.Store, func(),
 		return nil, nil, err
 	}
 	return s, func() { t.Close(); conn.Close() }, nil
+}
+
+// announce says, on a clustered store, where this node serves clients.
+func announce(ctx context.Context, st store.Log, addr string) error {
+	if l, ok := st.(natsLog); ok {
+		return l.member.Leases.SetAddr(ctx, addr)
+	}
+	return nil
 }
 
 // readyChecks are what /readyz asks: that the process still holds its data

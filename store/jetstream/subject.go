@@ -22,6 +22,18 @@ func Token(id string) string {
 	return id
 }
 
+// SessionOfToken is Token's inverse: the session id a subject token or
+// key names.
+func SessionOfToken(tok string) (string, error) { return sessionOf(tok) }
+
+// StreamNames are the JetStream streams a Log with prefix keeps: the
+// frames stream, then the streams under its session bucket and its
+// checkpoint store.
+func StreamNames(prefix string) []string {
+	n := newNames(prefix)
+	return []string{n.stream, "KV_" + n.sessions, "OBJ_" + n.checkpoints}
+}
+
 // sessionOf is Token's inverse.
 func sessionOf(tok string) (string, error) {
 	enc, ok := strings.CutPrefix(tok, "=")
