@@ -36,6 +36,11 @@ type Cluster interface {
 	// when some client anywhere can answer it.
 	ReportConsenters(session string, n int)
 	Consenters(session string) int
+	// SessionChanged tells the other nodes of a change to the session
+	// list made on this one; WatchChanges calls fn with theirs until stop
+	// is called, so that every node's WatchSessions sees every node's.
+	SessionChanged(kind string, sum protocol.SessionSummary)
+	WatchChanges(fn func(kind string, sum protocol.SessionSummary)) (stop func(), err error)
 }
 
 // consentersChanged passes a follower's count of consent-drawing clients

@@ -160,6 +160,8 @@ type Kernel struct {
 
 	stopCheck func()        // stops the background check of the store, or nil
 	checked   chan struct{} // closed when that check has ended
+
+	stopChanges func() // stops taking the other nodes' session-list changes, or nil
 }
 
 // New returns a kernel with cfg's defaults filled in. It starts nothing.
@@ -199,6 +201,14 @@ func (k *Kernel) Open(ctx context.Context) error {
 		close(k.checked)
 		return err
 	}
+	if c := k.cfg.Cluster; c != nil {
+		stop, err := c.WatchChanges(k.live.notify)
+		if err != nil {
+			close(k.checked)
+			return err
+		}
+		k.stopChanges = stop
+	}
 	k.startFullCheck()
 	return nil
 }
@@ -236,6 +246,9 @@ func (k *Kernel) open(ctx context.Context) error {
 // Close ends every run in flight as interrupted, commits what is queued,
 // checkpoints and stops every session. It waits until ctx ends at most.
 func (k *Kernel) Close(ctx context.Context) error {
+	if k.stopChanges != nil {
+		k.stopChanges()
+	}
 	if k.stopCheck != nil {
 		k.stopCheck()
 		select {

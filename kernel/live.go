@@ -155,7 +155,12 @@ func (s *Session) summary() protocol.SessionSummary {
 	}
 }
 
-// changed tells session watchers about a change. Runs on the actor.
+// changed tells session watchers about a change, those of the other
+// nodes of a cluster too. Runs on the actor.
 func (s *Session) changed(kind string) {
-	s.k.live.notify(kind, s.summary())
+	sum := s.summary()
+	s.k.live.notify(kind, sum)
+	if c := s.k.cfg.Cluster; c != nil {
+		c.SessionChanged(kind, sum)
+	}
 }

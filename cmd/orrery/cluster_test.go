@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,11 +137,54 @@ func testAnyNode(t *testing.T, bin string) {
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 
+	// A client of node b's session list (/api/live) sees the session node
+	// a makes, and its run start and end, as they happen.
+	liveCtx, liveCancel := context.WithTimeout(context.Background(), waitLimit)
+	defer liveCancel()
+	liveReq, _ := http.NewRequestWithContext(liveCtx, http.MethodGet, b.url+"/api/live", nil)
+	liveResp, err := http.DefaultClient.Do(liveReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liveResp.Body.Close()
+	liveEvents := bufio.NewScanner(liveResp.Body)
+	nextLive := func() (kind, session string) {
+		t.Helper()
+		for liveEvents.Scan() {
+			if data, ok := strings.CutPrefix(liveEvents.Text(), "data: "); ok {
+				var e struct {
+					Type    string
+					Session struct{ ID string }
+				}
+				if err := json.Unmarshal([]byte(data), &e); err != nil {
+					t.Fatalf("/api/live event %s: %v", data, err)
+				}
+				return e.Type, e.Session.ID
+			}
+		}
+		t.Fatalf("node b's /api/live ended: %v", liveEvents.Err())
+		return "", ""
+	}
+	if kind, _ := nextLive(); kind != "snapshot" {
+		t.Fatalf("node b's /api/live begins with %q, want snapshot", kind)
+	}
+
 	var created struct{ Session string }
 	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
 	sess := created.Session
 	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "first"}}, nil)
 	first := a.events(sess, 0, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+	var kinds []string
+	for len(kinds) == 0 || kinds[len(kinds)-1] != "ended" {
+		kind, id := nextLive()
+		if id == sess {
+			kinds = append(kinds, kind)
+		}
+	}
+	if !slices.Contains(kinds, "created") || !slices.Contains(kinds, "running") {
+		t.Errorf("node b's /api/live told of session %s made and run on node a: %v, want created, running … ended", sess, kinds)
+	}
+	liveCancel()
 	if got := b.read(sess); len(got.Frames) != len(first) {
 		t.Fatalf("node b reads %d frames of the session, node a streamed %d", len(got.Frames), len(first))
 	}
