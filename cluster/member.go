@@ -127,6 +127,11 @@ func (m *Member) Acquire(ctx context.Context, session string) error {
 	return err
 }
 
+// Release gives up this node's lease of the session.
+func (m *Member) Release(ctx context.Context, session string) error {
+	return m.Leases.Release(ctx, session)
+}
+
 // requestSubject is where a node takes the requests others forward to it.
 func (m *Member) requestSubject(node string) string {
 	return m.Log.Prefix() + ".node." + jsstore.Token(node) + ".do"

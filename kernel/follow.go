@@ -40,6 +40,11 @@ type Cluster interface {
 	// list made on this one; WatchChanges calls fn with theirs until stop
 	// is called, so that every node's WatchSessions sees every node's.
 	SessionChanged(kind string, sum protocol.SessionSummary)
+	// Release gives up this node's lease of the session, which it
+	// unloads after a quiet spell: the session moves to the next node
+	// that writes it, and a node renews leases only of the sessions it
+	// has loaded.
+	Release(ctx context.Context, session string) error
 	WatchChanges(fn func(kind string, sum protocol.SessionSummary)) (stop func(), err error)
 }
 

@@ -98,6 +98,7 @@ func (s *Session) beginUnload(a *actor) bool {
 // since the last, so the next load reads little; then the state is
 // dropped. It runs on the actor's goroutine as it stops.
 func (s *Session) finishUnload(a *actor) {
+	following := s.Following()
 	if s.ckptFrames > 0 && s.k.checkpointEvery() > 0 {
 		s.checkpointNow()
 	}
@@ -110,6 +111,14 @@ func (s *Session) finishUnload(a *actor) {
 	close(s.commits.stop)
 	<-s.commits.done
 	s.ckpt.wait()
+	if c := s.k.cfg.Cluster; c != nil && !following {
+		// Everything is written: another node may write the session now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := c.Release(ctx, s.id); err != nil {
+			s.k.log.Warn("give up the lease of an unloaded session (it lapses after the lease TTL)", "session", s.id, "err", err)
+		}
+		cancel()
+	}
 	s.reset()
 	s.hub.setHead(s.hub.head(), nil)
 	s.ext.clear()

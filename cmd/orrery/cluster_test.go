@@ -661,3 +661,72 @@ func testTokensAcrossNodes(t *testing.T, bin string) {
 		}
 	}
 }
+
+// testIdleMoves: a session its owner has unloaded after a quiet spell
+// ([kernel] idle_unload) holds no lease, so the next node asked to run it
+// takes it and runs the turn itself, the log going on from the same head.
+func testIdleMoves(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[kernel]\nidle_unload = \"1s\"\n\n[nats]\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := environ(t)
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"),
+		map[string]any{"text": []string{"on ", "a"}}, map[string]any{"text": []string{"on ", "b"}})
+	node := func(i int) *server {
+		return serve(t, bin, env, "--data", t.TempDir(), "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[i].ClientURL())
+	}
+	a, b := node(0), node(1)
+	leases := func() map[string]string {
+		t.Helper()
+		r := orrery(t, bin, env, "node", "status", "--json", "--config", cfgPath, "--store", "jetstream", "--nats", srvs[2].ClientURL())
+		var st struct {
+			Status struct {
+				Leases []struct {
+					Session string
+					Node    struct{ Addr string }
+				}
+			}
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+			t.Fatalf("node status: exit %d %s %s", r.code, r.stdout, r.stderr)
+		}
+		out := map[string]string{}
+		for _, l := range st.Status.Leases {
+			out[l.Session] = l.Node.Addr
+		}
+		return out
+	}
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "first"}}, nil)
+	first := a.events(sess, 0, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+	if owner := leases()[sess]; owner != a.url {
+		t.Fatalf("after a run on node a the session's lease is %q's, want %s", owner, a.url)
+	}
+	deadline := time.Now().Add(waitLimit)
+	for leases()[sess] != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("node a still holds the lease of session %s, quiet past idle_unload", sess)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	var sent struct {
+		RunID string `json:"runId"`
+	}
+	b.control(map[string]any{"t": "run.send", "id": "3", "session": sess, "input": map[string]any{"text": "second"}}, &sent)
+	second := b.events(sess, uint64(len(first)), func(f seen) bool { return f.typ != "RUN_FINISHED" })
+	if len(second) == 0 || second[0].seq != uint64(len(first))+1 {
+		t.Fatalf("the second run's frames on node b = %+v, want them from seq %d", second, len(first)+1)
+	}
+	if owner := leases()[sess]; owner != b.url {
+		t.Errorf("after the second run the session's lease is %q's, want node b's %s: the turn ran on the node asked", owner, b.url)
+	}
+	if got := a.read(sess); got.Head != uint64(len(first)+len(second)) {
+		t.Errorf("node a reads head %d, want %d: both runs in one log", got.Head, len(first)+len(second))
+	}
+}

@@ -58,6 +58,7 @@ func TestBinary(t *testing.T) {
 	t.Run("KillOwnerTenTimes", func(t *testing.T) { t.Parallel(); testKillOwnerTenTimes(t, bin) })
 	t.Run("Partition", func(t *testing.T) { t.Parallel(); testPartition(t, bin) })
 	t.Run("TokensAcrossNodes", func(t *testing.T) { t.Parallel(); testTokensAcrossNodes(t, bin) })
+	t.Run("IdleMoves", func(t *testing.T) { t.Parallel(); testIdleMoves(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
