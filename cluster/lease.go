@@ -11,6 +11,7 @@ import (
 	"time"
 
 	jsstore "github.com/getorrery/orrery/store/jetstream"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -62,6 +63,7 @@ type LeaseConfig struct {
 // never renewed), and the revision is the fencing token. Leases renew on
 // their own every third of the TTL while the node lives.
 type Leases struct {
+	nc    *nats.Conn
 	kv    jetstream.KeyValue
 	nodes jetstream.KeyValue // who is alive: each node's record, renewed with its leases
 	node  Node
@@ -113,7 +115,7 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv, err := jsstore.UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+	kv, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: c.Bucket, Description: "Orrery session owners", History: 1, TTL: c.TTL,
 			Storage: jetstream.FileStorage, Replicas: c.Replicas,
@@ -122,7 +124,7 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if err != nil {
 		return nil, fmt.Errorf("leases bucket %s: %w", c.Bucket, err)
 	}
-	nodes, err := jsstore.UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+	nodes, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: c.Bucket + "_nodes", Description: "Orrery nodes alive", History: 1, TTL: c.TTL,
 			Storage: jetstream.FileStorage, Replicas: c.Replicas,
@@ -131,9 +133,9 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if err != nil {
 		return nil, fmt.Errorf("nodes bucket %s_nodes: %w", c.Bucket, err)
 	}
-	l := &Leases{kv: kv, nodes: nodes, node: node, ttl: c.TTL, log: c.Logger, now: time.Now,
+	l := &Leases{nc: js.Conn(), kv: kv, nodes: nodes, node: node, ttl: c.TTL, log: c.Logger, now: time.Now,
 		held: make(map[string]*Lease), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := l.heartbeat(ctx); err != nil {
+	if _, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, l.heartbeat(ctx) }); err != nil {
 		return nil, err
 	}
 	go l.renewLoop()
@@ -265,29 +267,38 @@ func (l *Leases) AcquireWait(ctx context.Context, session string) (*Lease, error
 	}
 }
 
+// leaderGet reads a key of kv as the bucket's leader has it: a node's
+// judgement of who owns a session, and whether that node lives, must not
+// come from a replica that is behind. It returns nil for no key (or a
+// deleted one).
+func (l *Leases) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (*jsstore.LastMessage, error) {
+	m, err := jsstore.LeaderLast(ctx, l.nc, "KV_"+kv.Bucket(), "$KV."+kv.Bucket()+"."+key)
+	if err != nil || m == nil || m.Header.Get("KV-Operation") != "" {
+		return nil, err
+	}
+	return m, nil
+}
+
 // heartbeatAge is how long ago the node last said it was alive, by the
 // server's clock against this one's; ok is false when it has not within a
 // lease.
 func (l *Leases) heartbeatAge(ctx context.Context, id string) (time.Duration, bool) {
-	e, err := l.nodes.Get(ctx, jsstore.Token(id))
-	if err != nil {
+	m, err := l.leaderGet(ctx, l.nodes, jsstore.Token(id))
+	if err != nil || m == nil {
 		return 0, false
 	}
-	return max(0, l.now().Sub(e.Created())), true
+	return max(0, l.now().Sub(m.Time)), true
 }
 
 // beatOf is the revision of a node's latest heartbeat, 0 when it has none.
 func (l *Leases) beatOf(ctx context.Context, id string) uint64 {
-	e, err := l.nodes.Get(ctx, jsstore.Token(id))
-	if err != nil {
+	m, err := l.leaderGet(ctx, l.nodes, jsstore.Token(id))
+	if err != nil || m == nil {
 		return 0
 	}
-	return e.Revision()
+	return m.Seq
 }
 
-// validFor is how long after sending a renewal this node counts on the
-// lease: the server starts the TTL when it stores the renewal, which is
-// after it was sent, and a tenth is left for the two clocks' rates.
 func (l *Leases) validFor() time.Duration { return l.ttl - l.ttl/10 }
 
 // Valid reports whether the lease is still surely this node's.
@@ -311,15 +322,15 @@ func (l *Leases) Held(session string) (*Lease, bool) {
 // Owner returns the node holding the session's lease, or nil when none
 // does.
 func (l *Leases) Owner(ctx context.Context, session string) (*Node, error) {
-	e, err := l.kv.Get(ctx, leaseKey(session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
+	m, err := l.leaderGet(ctx, l.kv, leaseKey(session))
 	if err != nil {
 		return nil, fmt.Errorf("read the lease of session %s: %w", session, err)
 	}
+	if m == nil {
+		return nil, nil
+	}
 	var n Node
-	if err := json.Unmarshal(e.Value(), &n); err != nil {
+	if err := json.Unmarshal(m.Data, &n); err != nil {
 		return nil, fmt.Errorf("the lease of session %s does not decode: %w", session, err)
 	}
 	return &n, nil

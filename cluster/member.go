@@ -77,13 +77,27 @@ func (m *Member) Claim(ctx context.Context, session string, openRun bool) (bool,
 }
 
 // Owner is the id of the live node to forward a write of the session to,
-// or "" to take it here.
+// or "" once this node holds the session's lease, taking it if nobody
+// alive does (waiting out a dead owner's, at most a TTL and a second).
+// The lease is taken here, before the write, so that a node whose view of
+// the owner is wrong forwards to the real one instead of writing.
 func (m *Member) Owner(ctx context.Context, session string) (string, error) {
 	n, err := m.owner(ctx, session)
-	if n == nil || err != nil {
+	if err != nil {
 		return "", err
 	}
-	return n.ID, nil
+	if n != nil {
+		return n.ID, nil
+	}
+	if _, ok := m.Leases.Held(session); ok {
+		return "", nil
+	}
+	_, err = m.Leases.AcquireWait(ctx, session)
+	var held *HeldError
+	if errors.As(err, &held) {
+		return held.Owner.ID, nil
+	}
+	return "", err
 }
 
 // Follow starts a feed of the frames another node writes to the session,

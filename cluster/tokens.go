@@ -41,18 +41,19 @@ func OpenTokens(ctx context.Context, js jetstream.JetStream, bucket string, repl
 	if replicas <= 0 {
 		replicas = 1
 	}
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = jsstore.UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
-			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		kv, err := js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: bucket, Description: "Orrery node tokens (SHA-256 hashes)", History: 1,
 				Storage: jetstream.FileStorage, Replicas: replicas,
 			})
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket) // another node made it first
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				kv, err = js.KeyValue(ctx, bucket) // another node made it first
+			}
 		}
-	}
+		return kv, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tokens bucket %s: %w", bucket, err)
 	}
@@ -102,17 +103,21 @@ func (t *Tokens) set(data []byte, rev uint64) {
 // missed in the copy (a replica, which a KV get may ask, can be behind).
 // A bucket just made may not answer for a moment: it is asked again.
 func (t *Tokens) Refresh() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		data, hdr, rev, found, err := jsstore.LeaderLast(ctx, t.nc, "KV_"+t.bucket, "$KV."+t.bucket+"."+tokensKey)
+		// A request made while the servers are still routing can get no
+		// answer at all: each try has two seconds.
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := jsstore.LeaderLast(actx, t.nc, "KV_"+t.bucket, "$KV."+t.bucket+"."+tokensKey)
+		acancel()
 		switch {
-		case err == nil && found && hdr.Get("KV-Operation") == "":
-			t.set(data, rev)
+		case err == nil && m != nil && m.Header.Get("KV-Operation") == "":
+			t.set(m.Data, m.Seq)
 			return nil
 		case err == nil:
 			return nil // never made, or purged: no tokens
-		case !errors.Is(err, nats.ErrNoResponders) || ctx.Err() != nil:
+		case ctx.Err() != nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)):
 			return fmt.Errorf("read tokens from bucket %s: %w", t.bucket, err)
 		}
 		time.Sleep(50 * time.Millisecond)

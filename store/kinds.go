@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 )
@@ -18,6 +19,8 @@ type OpenConfig struct {
 	// Options are the kind's own settings, of a type its Opener knows
 	// (the [nats] table for jetstream); nil for a kind that needs none.
 	Options any
+	// Logger hears what the store has to say as it runs (nil: nothing).
+	Logger *slog.Logger
 }
 
 // Opener opens a Log of one kind. The Log it returns is ready; on an error

@@ -28,7 +28,8 @@ type Config struct {
 	// host name and the client port.
 	Name string
 	// Listen is the client address, host:port; port 0 picks one, and ""
-	// serves in-process connections only.
+	// serves in-process connections only (a cluster member then listens
+	// on a loopback port of its choosing).
 	Listen string
 	// Cluster names the cluster; empty runs a server of its own.
 	Cluster string
@@ -72,12 +73,19 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = 8 << 20
 	}
-	if c.Listen == "" {
+	listen := c.Listen
+	if listen == "" && c.Cluster != "" {
+		// nats-server does not finish starting a cluster member that
+		// takes no client connections: such a member listens on a port
+		// of the loopback interface that nobody is told of.
+		listen = "127.0.0.1:0"
+	}
+	if listen == "" {
 		opts.DontListen = true
 	} else {
-		host, port, err := splitHostPort(c.Listen)
+		host, port, err := splitHostPort(listen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded NATS: listen address %q: %w", c.Listen, err)
+			return nil, fmt.Errorf("embedded NATS: listen address %q: %w", listen, err)
 		}
 		opts.Host, opts.Port = host, port
 		if port == 0 {

@@ -62,9 +62,7 @@ func testFailover(t *testing.T, bin string) {
 	go func() {
 		watched <- b.events(sess, 0, func(f seen) bool { return f.typ != "RUN_ERROR" })
 	}()
-	for b.read(sess).Head < uint64(len(before)) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitHead(t, b, sess, uint64(len(before)))
 	a.kill()
 	killed := time.Now()
 	writeScript(t, scriptPath, map[string]any{"text": []string{"fresh ", "answer"}})
@@ -728,5 +726,110 @@ func testIdleMoves(t *testing.T, bin string) {
 	}
 	if got := a.read(sess); got.Head != uint64(len(first)+len(second)) {
 		t.Errorf("node a reads head %d, want %d: both runs in one log", got.Head, len(first)+len(second))
+	}
+}
+
+// testEmbeddedCluster: three orrery node processes, each running its own
+// NATS server (--nats-embed) routed to the other two, are a cluster with
+// nothing else: the first node's token admits on the others, a session
+// made on one streams on another, and when the node that runs a turn is
+// killed (its NATS server with it) a client of another node sees the run
+// closed with RUN_ERROR interrupted, and the next turn runs on the third.
+func testEmbeddedCluster(t *testing.T, bin string) {
+	env := environ(t)
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nlease_ttl = \"2s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scriptPath := filepath.Join(t.TempDir(), "script.json")
+	chunks := make([]string, 200)
+	for i := range chunks {
+		chunks[i] = fmt.Sprintf("chunk%d ", i)
+	}
+	model := writeScript(t, scriptPath, map[string]any{"text": chunks, "delay_ms": 50})
+	ports := natstest.FreePorts(t, 3)
+	routes := make([]string, 3)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
+	}
+	data := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var token struct{ Token string }
+	r := orrery(t, bin, env, "node", "token", "create", "--name", "ops", "--json", "--data", data[0])
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &token) != nil {
+		t.Fatalf("token create: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	nodes := make([]*server, 3)
+	waits := make([]func(), 3)
+	for i := range nodes {
+		nodes[i], waits[i] = startOrrery(t, bin, env, "", "node", "--listen", "127.0.0.1:0", "--data", data[i], "--model", model,
+			"--config", cfgPath, "--store", "jetstream", "--replicas", "3",
+			"--nats-embed", filepath.Join(data[i], "nats"), "--nats-name", fmt.Sprintf("n%d", i), "--nats-cluster", "orrery",
+			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--nats-routes", strings.Join(routes, ","))
+	}
+	for _, wait := range waits {
+		wait()
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/control", strings.NewReader(`{"t":"session.list","id":"1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("Authorization", "Bearer "+token.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("node c, a stranger with the token made in node a's data dir: %d, want 200", resp.StatusCode)
+	}
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "write a lot"}}, nil)
+	watched := make(chan []seen, 1)
+	go func() {
+		watched <- b.events(sess, 0, func(f seen) bool { return f.typ != "RUN_ERROR" })
+	}()
+	texts := 0
+	a.events(sess, 0, func(f seen) bool {
+		if f.typ == "TEXT_MESSAGE_CONTENT" {
+			texts++
+		}
+		return texts < 5
+	})
+	waitHead(t, b, sess, 5)
+	a.kill()
+	writeScript(t, scriptPath, map[string]any{"text": []string{"after"}})
+	var onB []seen
+	select {
+	case onB = <-watched:
+	case <-time.After(2 * waitLimit):
+		t.Fatal("node b's client did not see the run end after node a was killed")
+	}
+	if last := decode(t, onB[len(onB)-1].data); last.Code != "interrupted" {
+		t.Fatalf("node b's client saw the run end with %s %q, want RUN_ERROR interrupted", last.Type, last.Code)
+	}
+	head := c.read(sess).Head
+	var again struct {
+		RunID string `json:"runId"`
+	}
+	c.control(map[string]any{"t": "run.send", "id": "3", "session": sess, "input": map[string]any{"text": "again"}}, &again)
+	after := c.events(sess, head, func(f seen) bool { return f.typ != "RUN_FINISHED" && f.typ != "RUN_ERROR" })
+	if f := decode(t, after[len(after)-1].data); f.Type != "RUN_FINISHED" || f.RunID != again.RunID || after[0].seq != head+1 {
+		t.Errorf("the next run on node c: first seq %d, ended with %s of %s; want seq %d and RUN_FINISHED of %s", after[0].seq, f.Type, f.RunID, head+1, again.RunID)
+	}
+}
+
+// waitHead waits until node s reads session sess to at least head.
+func waitHead(t *testing.T, s *server, sess string, head uint64) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for s.read(sess).Head < head {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s does not read session %s to seq %d", s.url, sess, head)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -135,7 +135,7 @@ func openKernel(ctx context.Context, e *env, cfg config.Config, log *slog.Logger
 	if err := lock.OwnerErr(); err != nil {
 		log.Warn("holding the data dir without saying who holds it: other commands on it will wait for this one, then give up", "err", err)
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		lock.Close()
 		return nil, err

@@ -59,6 +59,7 @@ func TestBinary(t *testing.T) {
 	t.Run("Partition", func(t *testing.T) { t.Parallel(); testPartition(t, bin) })
 	t.Run("TokensAcrossNodes", func(t *testing.T) { t.Parallel(); testTokensAcrossNodes(t, bin) })
 	t.Run("IdleMoves", func(t *testing.T) { t.Parallel(); testIdleMoves(t, bin) })
+	t.Run("EmbeddedCluster", func(t *testing.T) { t.Parallel(); testEmbeddedCluster(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
@@ -141,7 +142,18 @@ func serve(t *testing.T, bin string, env []string, args ...string) *server {
 // serveIn is serve in the directory dir ("" for the test's own).
 func serveIn(t *testing.T, bin string, env []string, dir string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	s, wait := startOrrery(t, bin, env, dir, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	wait()
+	return s
+}
+
+// startOrrery starts orrery with args (a serve or node command) in dir, and
+// returns it with the func that waits for its "listening on" line: a
+// node of a cluster of embedded NATS servers waits for the others before
+// it listens, so they must all be started before any is waited for.
+func startOrrery(t *testing.T, bin string, env []string, dir string, args ...string) (*server, func()) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env, cmd.Dir = env, dir
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -150,7 +162,7 @@ func serveIn(t *testing.T, bin string, env []string, dir string, args ...string)
 	s := &server{t: t, cmd: cmd, stderr: &logbuf.Buffer{}, waited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start orrery serve: %v", err)
+		t.Fatalf("start orrery %s: %v", args[0], err)
 	}
 	lines := make(chan string, 1)
 	go func() {
@@ -169,20 +181,22 @@ func serveIn(t *testing.T, bin string, env []string, dir string, args ...string)
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
-			t.Logf("orrery serve stderr:\n%s", s.stderr.String())
+			t.Logf("orrery %s stderr:\n%s", args[0], s.stderr.String())
 		}
 	})
-	select {
-	case s.url = <-lines:
-	case <-s.waited:
-		t.Fatalf("orrery serve exited (%v) before listening:\n%s", s.err, s.stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatalf("orrery serve did not print \"listening on http://ADDR\":\n%s", s.stderr.String())
+	return s, func() {
+		t.Helper()
+		select {
+		case s.url = <-lines:
+		case <-s.waited:
+			t.Fatalf("orrery %s exited (%v) before listening:\n%s", args[0], s.err, s.stderr.String())
+		case <-time.After(waitLimit):
+			t.Fatalf("orrery %s did not print \"listening on http://ADDR\":\n%s", args[0], s.stderr.String())
+		}
+		if !strings.HasPrefix(s.url, "http://127.0.0.1:") {
+			t.Fatalf("orrery %s listens on %q, want http://127.0.0.1:PORT", args[0], s.url)
+		}
 	}
-	if !strings.HasPrefix(s.url, "http://127.0.0.1:") {
-		t.Fatalf("orrery serve listens on %q, want http://127.0.0.1:PORT", s.url)
-	}
-	return s
 }
 
 // kill ends the process with SIGKILL and waits for it.

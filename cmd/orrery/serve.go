@@ -131,14 +131,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			how := "orrery node token create --name NAME --data " + cfg.Store.Data
-			if kernelCluster(k.store) != nil {
-				how = "orrery node token create --name NAME --store jetstream --nats URL"
+		if n == 0 && kernelCluster(k.store) != nil {
+			// The nodes of a new cluster start together, and one of them
+			// gives it the tokens of its data dir: wait for them.
+			if err := awaitTokens(ctx, tokens, k.store, log); err != nil {
+				return err
 			}
+		} else if n == 0 {
 			return &exitCodeError{code: exitError, err: fmt.Errorf(
-				"a node needs a token for its clients and %s has none: run %s, then start the node again",
-				tokens.Path(), how)}
+				"a node needs a token for its clients and %s has none: run orrery node token create --name NAME --data %s, then start the node again",
+				tokens.Path(), cfg.Store.Data)}
 		}
 	}
 

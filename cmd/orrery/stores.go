@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/getorrery/orrery/auth"
 	"github.com/getorrery/orrery/cluster"
@@ -38,8 +39,8 @@ var storeKinds = func() *store.Kinds {
 
 // openStore opens the log [store] kind names in the data dir. An unknown
 // kind is a usage error naming the known ones.
-func openStore(ctx context.Context, cfg config.Config) (store.Log, error) {
-	st, err := storeKinds.Open(ctx, cfg.Store.Kind, store.OpenConfig{Dir: cfg.Store.Data, Options: cfg.NATS})
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Log, error) {
+	st, err := storeKinds.Open(ctx, cfg.Store.Kind, store.OpenConfig{Dir: cfg.Store.Data, Options: cfg.NATS, Logger: log})
 	if errors.Is(err, store.ErrUnknownKind) {
 		return nil, &usageError{msg: err.Error()}
 	}
@@ -96,17 +97,21 @@ func (l natsLog) Close() error {
 }
 
 // dialConfig is how the [nats] table reaches NATS.
-func dialConfig(n config.NATSConfig) cluster.DialConfig {
+func dialConfig(n config.NATSConfig, log *slog.Logger) cluster.DialConfig {
 	host, _ := os.Hostname()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return cluster.DialConfig{
-		URLs: n.URLs, Creds: n.Creds, NKey: n.NKey, Name: "orrery " + host,
-		Embed: embed.Config{Dir: n.Embed, Name: n.Name, Listen: n.Listen, Cluster: n.Cluster, ClusterListen: n.ClusterListen, Routes: n.Routes},
+		URLs: n.URLs, Creds: n.Creds, NKey: n.NKey, Name: "orrery " + host, Logger: log,
+		Embed: embed.Config{Dir: n.Embed, Name: n.Name, Listen: n.Listen, Cluster: n.Cluster, ClusterListen: n.ClusterListen, Routes: n.Routes,
+			Logs: embed.SlogLogs(log)},
 	}
 }
 
 func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 	n, _ := c.Options.(config.NATSConfig)
-	conn, err := cluster.Dial(ctx, dialConfig(n))
+	conn, err := cluster.Dial(ctx, dialConfig(n, c.Logger))
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +213,33 @@ func nodeTokens(cfg config.Config, st store.Log, log *slog.Logger) (*auth.Store,
 	return auth.OpenBackend(l.tokens)
 }
 
+// awaitTokens waits, on a clustered store, until the cluster has a token,
+// saying what to do meanwhile; it returns ctx's error if it ends first.
+func awaitTokens(ctx context.Context, tokens *auth.Store, st store.Log, log *slog.Logger) error {
+	l := st.(natsLog)
+	log.Warn("the cluster has no node token yet: waiting for one (another node gives its data dir's as it starts; or make one with orrery node token create --name NAME --store jetstream --nats URL)",
+		"bucket", l.tokens.String())
+	for {
+		if n, err := tokens.Len(); err != nil {
+			return err
+		} else if n > 0 {
+			log.Info("the cluster has a node token: starting")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.tokens.Changed():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
 // dialCluster connects a CLI command to the cluster [nats] names: its
 // URLs, or the client address of a node's embedded server.
 func dialCluster(ctx context.Context, cfg config.Config, what string) (*cluster.Conn, natsjs.JetStream, error) {
 	n := cfg.NATS
-	dc := dialConfig(n)
+	dc := dialConfig(n, nil)
 	dc.Embed = embed.Config{}
 	if len(dc.URLs) == 0 {
 		if n.Embed == "" || n.Listen == "" {

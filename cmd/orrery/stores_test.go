@@ -14,13 +14,13 @@ import (
 func TestOpenStore(t *testing.T) {
 	cfg := config.Default()
 	cfg.Store.Data = t.TempDir()
-	st, err := openStore(context.Background(), cfg)
+	st, err := openStore(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatalf("openStore(kind sqlite) = %v, want nil", err)
 	}
 	st.Close()
 	cfg.Store.Kind = "nats"
-	_, err = openStore(context.Background(), cfg)
+	_, err = openStore(context.Background(), cfg, nil)
 	var ue *usageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"nats"`) || !strings.Contains(err.Error(), "one of jetstream, sqlite") {
 		t.Errorf("openStore(kind nats) = %v, want a usage error naming sqlite", err)

@@ -28,6 +28,7 @@ type stored struct {
 	subject string
 	hdr     nats.Header
 	data    []byte
+	time    time.Time // when it was stored; only leader reads fill it
 }
 
 // errNotFound is a direct get that found no message.

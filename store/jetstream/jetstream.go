@@ -52,8 +52,9 @@ type Config struct {
 	// Replicas is how many servers hold each message: 1 when zero; 3 in a
 	// three-server cluster.
 	Replicas int
-	// Timeout bounds each request to JetStream whose context has no
-	// deadline: 10 s when zero.
+	// Timeout bounds each operation on JetStream whose context has no
+	// deadline, its tries again included: 30 s when zero, so that an
+	// append waits out the election of a stream's new leader.
 	Timeout time.Duration
 	// CloseConn makes Close close the connection too.
 	CloseConn bool
@@ -143,7 +144,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 		cfg.Replicas = 1
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
+		cfg.Timeout = 30 * time.Second
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -178,7 +179,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: stream %s: %w", l.n.stream, err)
 	}
-	l.sessions, err = UntilPlaced(ctx, func() (jetstream.KeyValue, error) {
+	l.sessions, err = UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: l.n.sessions, Description: "Orrery session records", History: 1,
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
@@ -187,7 +188,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: bucket %s: %w", l.n.sessions, err)
 	}
-	l.checkpoints, err = UntilPlaced(ctx, func() (jetstream.ObjectStore, error) {
+	l.checkpoints, err = UntilPlaced(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 			Bucket: l.n.checkpoints, Description: "Orrery session checkpoints",
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
@@ -443,20 +444,27 @@ func (l *Log) leaderGet(ctx context.Context, stream, subject string) (stored, er
 	return leaderLast(ctx, l.nc, stream, subject)
 }
 
-// LeaderLast returns the data, headers and stream sequence of the last
-// message on subject in stream, as the stream's leader has it: what a
-// reader needs that must not be answered by a replica that is behind (a
-// direct get, which a KV get is, may be). It returns found false when the
-// subject has no message.
-func LeaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (data []byte, hdr nats.Header, seq uint64, found bool, err error) {
+// LastMessage is the last message on a subject, as LeaderLast reads it.
+type LastMessage struct {
+	Data   []byte
+	Header nats.Header
+	Seq    uint64    // its stream sequence: a KV entry's revision
+	Time   time.Time // when the stream stored it
+}
+
+// LeaderLast returns the last message on subject in stream, as the
+// stream's leader has it: what a reader needs that must not be answered by
+// a replica that is behind (a direct get, which a KV get is, may be). It
+// returns nil when the subject has no message.
+func LeaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*LastMessage, error) {
 	m, err := leaderLast(ctx, nc, stream, subject)
 	if errors.Is(err, errNotFound) {
-		return nil, nil, 0, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, 0, false, err
+		return nil, err
 	}
-	return m.data, m.hdr, m.sseq, true, nil
+	return &LastMessage{Data: m.data, Header: m.hdr, Seq: m.sseq, Time: m.time}, nil
 }
 
 func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (stored, error) {
@@ -464,17 +472,33 @@ func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (sto
 	if err != nil {
 		return stored{}, err
 	}
-	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	// A stream that lost its leader (a server died) answers nothing until
+	// it elects another, a few seconds later: ask again, two seconds a
+	// try, until ctx ends.
+	var reply *nats.Msg
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		reply, err = nc.RequestWithContext(actx, "$JS.API.STREAM.MSG.GET."+stream, body)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return stored{}, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	var resp struct {
 		Error   *apiError `json:"error"`
 		Message *struct {
-			Subject string `json:"subject"`
-			Seq     uint64 `json:"seq"`
-			Header  []byte `json:"hdrs"`
-			Data    []byte `json:"data"`
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
@@ -495,7 +519,7 @@ func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (sto
 			return stored{}, fmt.Errorf("read stream %s: headers of seq %d: %w", stream, resp.Message.Seq, err)
 		}
 	}
-	return stored{sseq: resp.Message.Seq, subject: resp.Message.Subject, hdr: hdr, data: resp.Message.Data}, nil
+	return stored{sseq: resp.Message.Seq, subject: resp.Message.Subject, hdr: hdr, data: resp.Message.Data, time: resp.Message.Time}, nil
 }
 
 // tailFrom reads a tail out of a session's last message.
@@ -707,7 +731,9 @@ func (l *Log) publishChunk(ctx context.Context, id string, b store.Batch, t *tai
 	var err error
 retry:
 	for attempt := 0; ; attempt++ {
-		ack, err = l.publish(ctx, msgs)
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		ack, err = l.publish(actx, msgs)
+		cancel()
 		if attempt > 0 && errors.Is(err, store.ErrSeqConflict) {
 			// Refused after a try whose answer was lost: that try may be
 			// what the fence now holds.
@@ -715,14 +741,17 @@ retry:
 				ack, err = pubAck{Sequence: sseq}, nil
 			}
 		}
-		if err == nil || !transient(err) || attempt == 3 {
+		if err == nil || !transient(err) {
 			break
 		}
-		// The publish may or may not have landed: look.
+		// The publish may or may not have landed: look. A stream whose
+		// leader was lost elects another within seconds (a node that
+		// ran a NATS server died): meanwhile every publish fails the same
+		// way, so try until the append's deadline.
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("append to session %s: %w (and then %w)", id, err, ctx.Err())
-		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		case <-time.After(time.Duration(min(50<<min(attempt, 4), 500)) * time.Millisecond):
 		}
 		sseq, ours, moved, lerr := look()
 		switch {
@@ -877,6 +906,10 @@ func (e *apiError) classify() error {
 	}
 	return e
 }
+
+// attemptTimeout bounds one try of a request that is tried again when it
+// gets no answer.
+const attemptTimeout = 2 * time.Second
 
 // errRetry marks a publish whose outcome is learnt by reading the tail.
 var errRetry = errors.New("look again")
@@ -1148,18 +1181,29 @@ func FrameOf(m *nats.Msg) (store.Frame, error) {
 func (l *Log) Prefix() string { return l.cfg.Prefix }
 
 func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	return UntilPlaced(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
+	return UntilPlaced(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 }
 
-// UntilPlaced calls create (which makes a stream, bucket or object store)
-// again while the cluster cannot yet place its replicas (JetStream's error
+// UntilPlaced calls create (which makes a stream, bucket or object
+// store) until it succeeds, fails for good, or ctx ends. It tries again
+// while the cluster cannot yet place the replicas (JetStream's error
 // 10005, "no suitable peers": a cluster that has just formed, or a server
-// restarting), until it succeeds, fails otherwise, or ctx ends.
-func UntilPlaced[T any](ctx context.Context, create func() (T, error)) (T, error) {
-	for {
-		v, err := create()
+// restarting) or JetStream is not up yet (no responders, error 10008),
+// and when an attempt gets no answer at all: a request made while the
+// servers are still making their routes can be lost, so each attempt has
+// a few seconds of its own.
+func UntilPlaced[T any](ctx context.Context, create func(ctx context.Context) (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, time.Duration(min(try+1, 5))*time.Second)
+		v, err := create(actx)
+		cancel()
 		var api *jetstream.APIError
-		if err == nil || !errors.As(err, &api) || api.ErrorCode != 10005 {
+		switch {
+		case err == nil, ctx.Err() != nil:
+			return v, err
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
+		case errors.As(err, &api) && (api.ErrorCode == 10005 || api.ErrorCode == 10008):
+		default:
 			return v, err
 		}
 		select {
