@@ -151,18 +151,27 @@ func (m *Member) requestSubject(node string) string {
 	return m.Log.Prefix() + ".node." + jsstore.Token(node) + ".do"
 }
 
-// Forward sends a request to the node and returns its answer.
-func (m *Member) Forward(ctx context.Context, node string, payload []byte) ([]byte, error) {
+// Forward sends a request for the session to the node and returns its
+// answer. When nobody answers on the node's subject (its process is gone:
+// it died since its last heartbeat), it waits the node's lease out and
+// takes the session, and reports taken: the caller runs the request here.
+func (m *Member) Forward(ctx context.Context, node, session string, payload []byte) (answer []byte, taken bool, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 	}
 	reply, err := m.NC.RequestWithContext(ctx, m.requestSubject(node), payload)
-	if err != nil {
-		return nil, err
+	if errors.Is(err, nats.ErrNoResponders) {
+		if _, aerr := m.Leases.AcquireWait(ctx, session); aerr == nil {
+			m.logger().Info("the session's owner answers no more: this node took the session", "session", session, "owner", node)
+			return nil, true, nil
+		}
 	}
-	return reply.Data, nil
+	if err != nil {
+		return nil, false, err
+	}
+	return reply.Data, false, nil
 }
 
 // Serve answers the requests other nodes forward to this one with handle,

@@ -180,6 +180,8 @@ func streamStatus(info *jetstream.StreamInfo) StreamStatus {
 		switch {
 		case p.Offline:
 			problems = append(problems, "replica "+p.Name+" is offline")
+		case !p.Current && p.Lag == 0:
+			problems = append(problems, "replica "+p.Name+" is not current (not heard from: is its server down?)")
 		case !p.Current:
 			problems = append(problems, fmt.Sprintf("replica %s is %d operations behind", p.Name, p.Lag))
 		}

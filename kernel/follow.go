@@ -227,7 +227,14 @@ func (s *Session) Promote(ctx context.Context) error {
 		return err
 	}
 	s.k.log.Info("took over a session from another node", "session", s.id)
-	return s.recover(ctx)
+	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	// The owner runs the session's extensions: this node now.
+	if s.k.cfg.SessionLoaded != nil {
+		s.k.cfg.SessionLoaded(s)
+	}
+	return nil
 }
 
 // catchUp folds into the session, and publishes, the frames the log holds

@@ -220,7 +220,10 @@ func (k *Kernel) bringUp(ctx context.Context, s *Session) error {
 		_ = s.close(ctx)
 		return err
 	}
-	if k.cfg.SessionLoaded != nil {
+	// A follower writes nothing, so it starts nothing that would (its
+	// extensions): the node that owns the session runs them, and a
+	// follower made the owner starts them then (Promote).
+	if k.cfg.SessionLoaded != nil && !following {
 		k.cfg.SessionLoaded(s)
 	}
 	k.mu.Lock()

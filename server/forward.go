@@ -18,8 +18,22 @@ type Forwarder interface {
 	// to, or "" when this node takes it (it owns the session, or nobody
 	// alive does).
 	Owner(ctx context.Context, session string) (string, error)
-	// Forward sends payload to the node and returns its answer.
-	Forward(ctx context.Context, node string, payload []byte) ([]byte, error)
+	// Forward sends payload, a request for the session, to the node and
+	// returns its answer; or, when the node is gone and this one took the
+	// session meanwhile, reports taken, and the request runs here.
+	Forward(ctx context.Context, node, session string, payload []byte) (answer []byte, taken bool, err error)
+}
+
+// takeHere makes this node, which holds the session's lease, its writer
+// (a follower of it is promoted), and has the request run here.
+func (s *Server) takeHere(ctx context.Context, session string) (any, bool, error) {
+	sess, err := s.k.Session(ctx, session)
+	if err == nil && sess.Following() {
+		if err := sess.Promote(ctx); err != nil {
+			return nil, true, err
+		}
+	}
+	return nil, false, nil
 }
 
 // writesSession returns the session a request changes, for the requests a
@@ -91,13 +105,7 @@ func (s *Server) route(ctx context.Context, caller kernel.Caller, req protocol.R
 		return nil, true, err
 	}
 	if node == "" {
-		sess, err := s.k.Session(ctx, session)
-		if err == nil && sess.Following() {
-			if err := sess.Promote(ctx); err != nil {
-				return nil, true, err
-			}
-		}
-		return nil, false, nil
+		return s.takeHere(ctx, session)
 	}
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -109,7 +117,10 @@ func (s *Server) route(ctx context.Context, caller kernel.Caller, req protocol.R
 	if err != nil {
 		return nil, true, err
 	}
-	out, err := f.Forward(ctx, node, payload)
+	out, taken, err := f.Forward(ctx, node, session, payload)
+	if err == nil && taken {
+		return s.takeHere(ctx, session)
+	}
 	if err != nil {
 		return nil, true, &kernel.StoreError{Session: session, Err: fmt.Errorf("send the request to node %s, which owns the session: %w", node, err)}
 	}

@@ -266,7 +266,7 @@ func testAnyNode(t *testing.T, bin string) {
 	deadline = time.Now().Add(waitLimit)
 	for {
 		r = orrery(t, bin, env, statusArgs...)
-		if r.code == 1 && strings.Contains(r.stderr, "not healthy") && strings.Contains(r.stderr, "offline") {
+		if r.code == 1 && strings.Contains(r.stderr, "not healthy") && (strings.Contains(r.stderr, "offline") || strings.Contains(r.stderr, "not current")) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -832,4 +832,64 @@ func waitHead(t *testing.T, s *server, sess string, head uint64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// testExtOnOwner: a session's extension processes run on the node that
+// owns the session only. A follower on another node starts none (it would
+// write the session); when the owner dies and that node takes the session
+// to run the next turn, it starts them there.
+func testExtOnOwner(t *testing.T, bin string) {
+	srvs := natstest.Cluster(t, 3)
+	root := t.TempDir()
+	env := append(environ(t), "ORRERY_EXT_DIR="+filepath.Join(root, "exts"))
+	button, _ := extDirs(t)
+	if r := orrery(t, bin, env, "ext", "add", button); r.code != 0 {
+		t.Fatalf("ext add: exit %d %s", r.code, r.stderr)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "orrery.toml")
+	if err := os.WriteFile(cfgPath, []byte("[nats]\nlease_ttl = \"2s\"\nreplicas = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model := writeScript(t, filepath.Join(t.TempDir(), "script.json"),
+		map[string]any{"text": []string{"one"}}, map[string]any{"text": []string{"two"}})
+	node := func(i int) *server {
+		return serve(t, bin, env, "--data", t.TempDir(), "--model", model, "--config", cfgPath, "--store", "jetstream", "--nats", srvs[i].ClientURL())
+	}
+	a, b := node(0), node(1)
+	state := func(s *server, session string) string {
+		var r struct {
+			Extensions []struct{ Name, State string }
+		}
+		s.control(map[string]any{"t": "ext.list", "id": "l", "session": session}, &r)
+		for _, x := range r.Extensions {
+			if x.Name == "button" {
+				return x.State
+			}
+		}
+		return ""
+	}
+	waitState := func(s *server, session, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(waitLimit); state(s, session) != want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("button on %s is %q, want %q", s.url, state(s, session), want)
+			}
+		}
+	}
+
+	var created struct{ Session string }
+	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
+	sess := created.Session
+	a.control(map[string]any{"t": "run.send", "id": "2", "session": sess, "input": map[string]any{"text": "hi"}}, nil)
+	first := a.events(sess, 0, func(f seen) bool { return f.typ != "RUN_FINISHED" })
+	waitState(a, sess, "running")
+	waitHead(t, b, sess, uint64(len(first)))
+	if got := state(b, sess); got != "" {
+		t.Errorf("node b, which follows the session, has its extension %q; want none started there", got)
+	}
+
+	a.kill()
+	b.control(map[string]any{"t": "run.send", "id": "3", "session": sess, "input": map[string]any{"text": "again"}}, nil)
+	b.events(sess, uint64(len(first)), func(f seen) bool { return f.typ != "RUN_FINISHED" && f.typ != "RUN_ERROR" })
+	waitState(b, sess, "running")
 }

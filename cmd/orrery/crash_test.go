@@ -60,6 +60,7 @@ func TestBinary(t *testing.T) {
 	t.Run("TokensAcrossNodes", func(t *testing.T) { t.Parallel(); testTokensAcrossNodes(t, bin) })
 	t.Run("IdleMoves", func(t *testing.T) { t.Parallel(); testIdleMoves(t, bin) })
 	t.Run("EmbeddedCluster", func(t *testing.T) { t.Parallel(); testEmbeddedCluster(t, bin) })
+	t.Run("ExtOnOwner", func(t *testing.T) { t.Parallel(); testExtOnOwner(t, bin) })
 }
 
 // environ is the environment for the binary: the test's, without any
