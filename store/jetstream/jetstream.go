@@ -243,11 +243,35 @@ func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.sessions.Create(ctx, Token(s.ID), data); err != nil {
+	// A bucket whose stream has no leader yet (a cluster just formed, or
+	// a server lost) answers nothing for a moment: try again, and take a
+	// refusal as "exists" only if the record there is not the one an
+	// earlier try, whose answer was lost, wrote.
+	for try := 0; ; try++ {
+		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+		_, err = l.sessions.Create(actx, Token(s.ID), data)
+		acancel()
+		if err == nil {
+			break
+		}
 		if errors.Is(err, jetstream.ErrKeyExists) {
+			if try > 0 {
+				if r, _, gerr := l.getRecord(ctx, s.ID); gerr == nil {
+					if again, _ := json.Marshal(r); bytes.Equal(again, data) {
+						break
+					}
+				}
+			}
 			return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
 		}
-		return fmt.Errorf("create session %s: %w", s.ID, classify(err))
+		if !transient(err) || ctx.Err() != nil {
+			return fmt.Errorf("create session %s: %w", s.ID, classify(err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create session %s: %w", s.ID, classify(err))
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	l.mu.Lock()
 	l.known[s.ID] = true
@@ -918,6 +942,7 @@ var errRetry = errors.New("look again")
 // so that reading the tail and trying again is right.
 func transient(err error) bool {
 	return errors.Is(err, errRetry) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
