@@ -195,7 +195,12 @@ func nodeTokens(cfg config.Config, st store.Log, log *slog.Logger) (*auth.Store,
 		if err != nil {
 			return nil, err
 		}
-		switch err := l.tokens.Save(append(raw, '\n'), 0); {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = jetstream.UntilPlaced(ctx, func(context.Context) (struct{}, error) {
+			return struct{}{}, l.tokens.Save(append(raw, '\n'), 0)
+		})
+		cancel()
+		switch {
 		case err == nil:
 			log.Info("the cluster had no tokens: it takes this data dir's", "file", tokensPath(cfg), "tokens", len(mine))
 			return auth.OpenBackend(l.tokens)

@@ -1213,20 +1213,22 @@ func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 // store) until it succeeds, fails for good, or ctx ends. It tries again
 // while the cluster cannot yet place the replicas (JetStream's error
 // 10005, "no suitable peers": a cluster that has just formed, or a server
-// restarting) or JetStream is not up yet (no responders, error 10008),
+// restarting) or JetStream is not up yet (no responders, no response
+// from the stream, error 10008),
 // and when an attempt gets no answer at all: a request made while the
 // servers are still making their routes can be lost, so each attempt has
 // a few seconds of its own.
 func UntilPlaced[T any](ctx context.Context, create func(ctx context.Context) (T, error)) (T, error) {
 	for try := 1; ; try++ {
-		actx, cancel := context.WithTimeout(ctx, time.Duration(min(try+1, 5))*time.Second)
+		actx, cancel := context.WithTimeout(ctx, time.Duration(min(try, 5))*time.Second)
 		v, err := create(actx)
 		cancel()
 		var api *jetstream.APIError
 		switch {
 		case err == nil, ctx.Err() != nil:
 			return v, err
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+			errors.Is(err, jetstream.ErrNoStreamResponse):
 		case errors.As(err, &api) && (api.ErrorCode == 10005 || api.ErrorCode == 10008):
 		default:
 			return v, err
