@@ -179,6 +179,10 @@ type NATSConfig struct {
 	ClusterListen string `toml:"cluster_listen"`
 	// Routes are the other members' route URLs (nats://host:6222).
 	Routes []string `toml:"routes"`
+	// ClusterSecret is a file holding the secret every member of an
+	// embedded cluster shares: a route that does not present it is
+	// refused. Required when the route address is off loopback.
+	ClusterSecret string `toml:"cluster_secret"`
 	// Name names the embedded server in its cluster.
 	Name string `toml:"name"`
 	// Replicas is how many servers hold each message: 1, or 3 in a
@@ -514,7 +518,7 @@ func (c *Config) readFile(path string) error {
 			keys[i] = k.String()
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [nats] urls, creds, nkey, embed, listen, cluster, cluster_listen, routes, name, replicas, prefix, lease_ttl; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents] idle_stop, max_processes; [agents.name] command, args, env",
+		return fmt.Errorf("config %s: unknown key %s: the tables are [server] listen, max_body_bytes, keepalive, flush_interval, allowed_hosts, allowed_origins, allow_agent_commands, tls_cert, tls_key, read_header_timeout, read_timeout, idle_timeout, hello_timeout, max_conns, max_conns_per_addr; [workspace] roots, extra; [kernel] idle_unload, checkpoint_every; [store] data, kind; [nats] urls, creds, nkey, embed, listen, cluster, cluster_listen, routes, cluster_secret, name, replicas, prefix, lease_ttl; [agent] model, max_steps; [prices.\"provider:model\"] input, output, cached_input; [ui.placements.\"id\"] placement; [permissions.\"owner\"] allow, ask, deny; [shell] hide_env; [agents] idle_stop, max_processes; [agents.name] command, args, env",
 			path, strings.Join(keys, ", "))
 	}
 	c.File = path
@@ -627,6 +631,8 @@ func (c *Config) Validate() error {
 		return errors.New("nats.cluster is set without nats.cluster_listen: give the address the other members route to, e.g. --nats-cluster-listen 0.0.0.0:6222")
 	case c.NATS.ClusterListen != "" && !validListen(c.NATS.ClusterListen):
 		return fmt.Errorf("nats.cluster_listen is %q, which is not host:port, e.g. 0.0.0.0:6222", c.NATS.ClusterListen)
+	case c.NATS.ClusterListen != "" && !loopbackListen(c.NATS.ClusterListen) && c.NATS.ClusterSecret == "":
+		return fmt.Errorf("nats.cluster_listen is %q, off loopback, and a route port without a secret admits any NATS server that reaches it as a member: give every member the same secret file with --nats-cluster-secret FILE ([nats] cluster_secret), made once with e.g. head -c 32 /dev/urandom | base64 > cluster.secret", c.NATS.ClusterListen)
 	case c.NATS.Listen != "" && !validListen(c.NATS.Listen):
 		return fmt.Errorf("nats.listen is %q, which is not host:port, e.g. 127.0.0.1:4222", c.NATS.Listen)
 	case c.NATS.Listen != "" && !loopbackListen(c.NATS.Listen):

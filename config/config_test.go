@@ -212,6 +212,7 @@ func TestLoad(t *testing.T) {
 		{name: "cluster without embed", file: "[nats]\ncluster = \"c\"\n", wantErr: "give --nats-embed DIR too"},
 		{name: "cluster without a route address", file: "[nats]\nembed = \"/x\"\ncluster = \"c\"\n", wantErr: "--nats-cluster-listen"},
 		{name: "embedded NATS open to the network", file: "[nats]\nembed = \"/x\"\nlisten = \"0.0.0.0:4222\"\n", wantErr: "asks its clients for no credentials"},
+		{name: "route port open to the network without a secret", file: "[nats]\nembed = \"/x\"\ncluster = \"c\"\ncluster_listen = \"0.0.0.0:6222\"\n", wantErr: "--nats-cluster-secret FILE"},
 		{name: "too many replicas", file: "[nats]\nreplicas = 7\n", wantErr: "nats.replicas is 7"},
 		{name: "creds and nkey", file: "[nats]\ncreds = \"a\"\nnkey = \"b\"\n", wantErr: "one way to authenticate"},
 		{name: "unknown nats key", file: "[nats]\nurl = \"nats://a\"\n", wantErr: "[nats] urls, creds"},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,9 @@ type Config struct {
 	ClusterListen string
 	// Routes are the other members' route URLs (nats://host:port).
 	Routes []string
+	// RouteSecret, when set, is the password every member's routes
+	// present and take: a server without it cannot join.
+	RouteSecret string
 	// NoAdvertise keeps the server from telling its clients the other
 	// members' client addresses, so a client reconnects only to the
 	// servers it was given.
@@ -46,6 +50,9 @@ type Config struct {
 	// Logs, when set, gets the server's own log lines.
 	Logs server.Logger
 }
+
+// routeUser is the user name routes present with the cluster's secret.
+const routeUser = "orrery"
 
 // Server is a running embedded server.
 type Server struct {
@@ -103,6 +110,12 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = c.Cluster, host, port
 		opts.Cluster.NoAdvertise = c.NoAdvertise
 		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+		if c.RouteSecret != "" {
+			opts.Cluster.Username, opts.Cluster.Password = routeUser, c.RouteSecret
+			for _, u := range opts.Routes {
+				u.User = url.UserPassword(routeUser, c.RouteSecret)
+			}
+		}
 		if opts.ServerName == "" {
 			h, _ := os.Hostname()
 			opts.ServerName = h + "-" + strconv.Itoa(port)

@@ -730,7 +730,8 @@ func testIdleMoves(t *testing.T, bin string) {
 }
 
 // testEmbeddedCluster: three orrery node processes, each running its own
-// NATS server (--nats-embed) routed to the other two, are a cluster with
+// NATS server (--nats-embed) routed to the other two with a shared secret
+// (--nats-cluster-secret), are a cluster with
 // nothing else: the first node's token admits on the others, a session
 // made on one streams on another, and when the node that runs a turn is
 // killed (its NATS server with it) a client of another node sees the run
@@ -753,6 +754,10 @@ func testEmbeddedCluster(t *testing.T, bin string) {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
 	}
 	data := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	secret := filepath.Join(t.TempDir(), "cluster.secret")
+	if err := os.WriteFile(secret, []byte("c2VjcmV0IHNoYXJlZCBieSB0aGUgdGhyZWU=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var token struct{ Token string }
 	r := orrery(t, bin, env, "node", "token", "create", "--name", "ops", "--json", "--data", data[0])
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &token) != nil {
@@ -764,7 +769,8 @@ func testEmbeddedCluster(t *testing.T, bin string) {
 		nodes[i], waits[i] = startOrrery(t, bin, env, "", "node", "--listen", "127.0.0.1:0", "--data", data[i], "--model", model,
 			"--config", cfgPath, "--store", "jetstream", "--replicas", "3",
 			"--nats-embed", filepath.Join(data[i], "nats"), "--nats-name", fmt.Sprintf("n%d", i), "--nats-cluster", "orrery",
-			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--nats-routes", strings.Join(routes, ","))
+			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--nats-routes", strings.Join(routes, ","),
+			"--nats-cluster-secret", secret)
 	}
 	for _, wait := range waits {
 		wait()

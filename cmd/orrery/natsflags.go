@@ -11,7 +11,7 @@ import (
 type natsFlags struct {
 	store, urls, creds, nkey            string
 	embed, listen, cluster, clusterAddr string
-	routes, name                        string
+	routes, name, clusterSecret         string
 	replicas                            int
 }
 
@@ -22,6 +22,7 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.cluster, "nats-cluster", "", "the cluster NAME the embedded server joins (default [nats] cluster)")
 	fs.StringVar(&n.clusterAddr, "nats-cluster-listen", "", "the embedded server's route address, host:port, that the other members' --nats-routes name (default [nats] cluster_listen)")
 	fs.StringVar(&n.routes, "nats-routes", "", "the other members' route URLs, nats://HOST:PORT[,…] (default [nats] routes)")
+	fs.StringVar(&n.clusterSecret, "nats-cluster-secret", "", "a file holding the secret every member of the cluster shares; routes without it are refused (default [nats] cluster_secret; required off loopback)")
 	fs.StringVar(&n.name, "nats-name", "", "the embedded server's name in its cluster, the same across restarts (default [nats] name, then host and route port)")
 }
 
@@ -54,6 +55,7 @@ func (n *natsFlags) apply(cfg *config.Config) error {
 	set(&cfg.NATS.Cluster, n.cluster)
 	set(&cfg.NATS.ClusterListen, n.clusterAddr)
 	set(&cfg.NATS.Name, n.name)
+	set(&cfg.NATS.ClusterSecret, n.clusterSecret)
 	if n.routes != "" {
 		cfg.NATS.Routes = config.SplitList(n.routes)
 	}

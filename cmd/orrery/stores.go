@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/getorrery/orrery/auth"
@@ -111,7 +112,15 @@ func dialConfig(n config.NATSConfig, log *slog.Logger) cluster.DialConfig {
 
 func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 	n, _ := c.Options.(config.NATSConfig)
-	conn, err := cluster.Dial(ctx, dialConfig(n, c.Logger))
+	dc := dialConfig(n, c.Logger)
+	if n.ClusterSecret != "" {
+		secret, err := readSecret(n.ClusterSecret)
+		if err != nil {
+			return nil, err
+		}
+		dc.Embed.RouteSecret = secret
+	}
+	conn, err := cluster.Dial(ctx, dc)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +169,27 @@ func openJetStream(ctx context.Context, c store.OpenConfig) (store.Log, error) {
 		return nil, fmt.Errorf("join the cluster: %w", err)
 	}
 	return natsLog{OwnedLog: &cluster.OwnedLog{Log: l, Leases: leases}, conn: conn, member: member, tokens: tokens}, nil
+}
+
+// readSecret reads the cluster's route secret from path: one line, at
+// least 16 characters, in a file only its owner can read.
+func readSecret(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("the cluster secret: %w (give every member the same file with --nats-cluster-secret)", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("the cluster secret %s can be read by others (mode %04o): chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the cluster secret: %w", err)
+	}
+	secret := string(bytes.TrimSpace(data))
+	if len(secret) < 16 || strings.ContainsAny(secret, "\r\n") {
+		return "", fmt.Errorf("the cluster secret %s is not one line of at least 16 characters: make it with head -c 32 /dev/urandom | base64 > %s", path, path)
+	}
+	return secret, nil
 }
 
 // natsPrefix is the [nats] prefix, "orrery" when unset.
