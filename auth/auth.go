@@ -95,7 +95,8 @@ type Store struct {
 	ver    uint64 // their version, to save against
 	gen    uint64 // counts the times tokens changed
 
-	refreshMu sync.Mutex // one Refresh at a time: misses share it
+	refreshMu sync.Mutex // one refresh for lookups at a time: misses share it
+	refreshed time.Time  // when the last one began; guarded by refreshMu
 }
 
 // Open returns the token store at path (tokens.json in the data dir). A
@@ -151,6 +152,19 @@ func (s *Store) reloadLocked() error {
 	return nil
 }
 
+// refresh has a backend that keeps a copy read its source (Refresher);
+// other backends are read afresh by every reload already.
+func (s *Store) refresh() error {
+	r, ok := s.b.(Refresher)
+	if !ok {
+		return nil
+	}
+	if err := r.Refresh(); err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	return nil
+}
+
 // change applies edit to the current tokens and saves them, trying again
 // from a fresh read when another process saved in between.
 func (s *Store) change(edit func(tokens []Token) ([]Token, error)) error {
@@ -167,10 +181,8 @@ func (s *Store) change(edit func(tokens []Token) ([]Token, error)) error {
 			backoff := time.Duration(min(try, 10)) * 5 * time.Millisecond
 			time.Sleep(backoff/2 + time.Duration(mrand.Int64N(int64(backoff))))
 		}
-		if r, ok := s.b.(Refresher); ok {
-			if err := r.Refresh(); err != nil {
-				return fmt.Errorf("read tokens: %w", err)
-			}
+		if err := s.refresh(); err != nil {
+			return err
 		}
 		if err := s.reloadLocked(); err != nil {
 			return err
@@ -270,10 +282,8 @@ func (s *Store) Create(name string) (string, Token, error) {
 // List returns the tokens, oldest first, without secrets: read afresh
 // from a backend that keeps a copy.
 func (s *Store) List() ([]Token, error) {
-	if r, ok := s.b.(Refresher); ok {
-		if err := r.Refresh(); err != nil {
-			return nil, fmt.Errorf("read tokens: %w", err)
-		}
+	if err := s.refresh(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -322,17 +332,22 @@ func (s *Store) Lookup(token string) (Token, bool) {
 		return t, true
 	}
 	// Not in the copy a cluster's backend keeps: it may have been made a
-	// moment ago on another node. Misses at once share one read.
-	r, ok := s.b.(Refresher)
-	if !ok {
+	// moment ago on another node. Misses at once share one read: one that
+	// waited for another's read, begun after it missed, uses that one.
+	if _, ok := s.b.(Refresher); !ok {
 		return Token{}, false
 	}
+	missed := time.Now()
 	s.refreshMu.Lock()
-	err := r.Refresh()
-	s.refreshMu.Unlock()
-	if err != nil {
-		return Token{}, false
+	if !s.refreshed.After(missed) {
+		began := time.Now()
+		if s.refresh() != nil {
+			s.refreshMu.Unlock()
+			return Token{}, false
+		}
+		s.refreshed = began
 	}
+	s.refreshMu.Unlock()
 	return s.find(want)
 }
 

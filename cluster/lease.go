@@ -115,7 +115,7 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := jsstore.UntilAnswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: c.Bucket, Description: "Orrery session owners", History: 1, TTL: c.TTL,
 			Storage: jetstream.FileStorage, Replicas: c.Replicas,
@@ -124,7 +124,7 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	if err != nil {
 		return nil, fmt.Errorf("leases bucket %s: %w", c.Bucket, err)
 	}
-	nodes, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	nodes, err := jsstore.UntilAnswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: c.Bucket + "_nodes", Description: "Orrery nodes alive", History: 1, TTL: c.TTL,
 			Storage: jetstream.FileStorage, Replicas: c.Replicas,
@@ -135,7 +135,7 @@ func OpenLeases(ctx context.Context, js jetstream.JetStream, node Node, c LeaseC
 	}
 	l := &Leases{nc: js.Conn(), kv: kv, nodes: nodes, node: node, ttl: c.TTL, log: c.Logger, now: time.Now,
 		held: make(map[string]*Lease), stop: make(chan struct{}), done: make(chan struct{})}
-	if _, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, l.heartbeat(ctx) }); err != nil {
+	if _, err := jsstore.UntilAnswered(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, l.heartbeat(ctx) }); err != nil {
 		return nil, err
 	}
 	go l.renewLoop()
@@ -269,14 +269,9 @@ func (l *Leases) AcquireWait(ctx context.Context, session string) (*Lease, error
 
 // leaderGet reads a key of kv as the bucket's leader has it: a node's
 // judgement of who owns a session, and whether that node lives, must not
-// come from a replica that is behind. It returns nil for no key (or a
-// deleted one).
+// come from a replica that is behind. It returns nil for no key.
 func (l *Leases) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (*jsstore.LastMessage, error) {
-	m, err := jsstore.LeaderLast(ctx, l.nc, "KV_"+kv.Bucket(), "$KV."+kv.Bucket()+"."+key)
-	if err != nil || m == nil || m.Header.Get("KV-Operation") != "" {
-		return nil, err
-	}
-	return m, nil
+	return jsstore.LeaderEntry(ctx, l.nc, kv.Bucket(), key)
 }
 
 // heartbeatAge is how long ago the node last said it was alive, by the
@@ -299,6 +294,9 @@ func (l *Leases) beatOf(ctx context.Context, id string) uint64 {
 	return m.Seq
 }
 
+// validFor is how long after sending a renewal this node counts on the
+// lease: the server starts the TTL when it stores the renewal, which is
+// after it was sent, and a tenth is left for the two clocks' rates.
 func (l *Leases) validFor() time.Duration { return l.ttl - l.ttl/10 }
 
 // Valid reports whether the lease is still surely this node's.

@@ -41,7 +41,7 @@ func OpenTokens(ctx context.Context, js jetstream.JetStream, bucket string, repl
 	if replicas <= 0 {
 		replicas = 1
 	}
-	kv, err := jsstore.UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := jsstore.UntilAnswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		kv, err := js.KeyValue(ctx, bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -101,27 +101,19 @@ func (t *Tokens) set(data []byte, rev uint64) {
 
 // Refresh reads the key from the bucket's leader, for a lookup that
 // missed in the copy (a replica, which a KV get may ask, can be behind).
-// A bucket just made may not answer for a moment: it is asked again.
+// A bucket just made may not answer for a moment: the read tries again,
+// for up to 10 s.
 func (t *Tokens) Refresh() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		// A request made while the servers are still routing can get no
-		// answer at all: each try has two seconds.
-		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		m, err := jsstore.LeaderLast(actx, t.nc, "KV_"+t.bucket, "$KV."+t.bucket+"."+tokensKey)
-		acancel()
-		switch {
-		case err == nil && m != nil && m.Header.Get("KV-Operation") == "":
-			t.set(m.Data, m.Seq)
-			return nil
-		case err == nil:
-			return nil // never made, or purged: no tokens
-		case ctx.Err() != nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)):
-			return fmt.Errorf("read tokens from bucket %s: %w", t.bucket, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	m, err := jsstore.LeaderEntry(ctx, t.nc, t.bucket, tokensKey)
+	if err != nil {
+		return fmt.Errorf("read tokens from bucket %s: %w", t.bucket, err)
 	}
+	if m != nil {
+		t.set(m.Data, m.Seq)
+	}
+	return nil // nil m: never made, or purged: no tokens
 }
 
 // Load returns the list's bytes as last seen, and their revision.

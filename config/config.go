@@ -631,11 +631,11 @@ func (c *Config) Validate() error {
 		return errors.New("nats.cluster is set without nats.cluster_listen: give the address the other members route to, e.g. --nats-cluster-listen 0.0.0.0:6222")
 	case c.NATS.ClusterListen != "" && !validListen(c.NATS.ClusterListen):
 		return fmt.Errorf("nats.cluster_listen is %q, which is not host:port, e.g. 0.0.0.0:6222", c.NATS.ClusterListen)
-	case c.NATS.ClusterListen != "" && !loopbackListen(c.NATS.ClusterListen) && c.NATS.ClusterSecret == "":
+	case c.NATS.ClusterListen != "" && !LoopbackListen(c.NATS.ClusterListen) && c.NATS.ClusterSecret == "":
 		return fmt.Errorf("nats.cluster_listen is %q, off loopback, and a route port without a secret admits any NATS server that reaches it as a member: give every member the same secret file with --nats-cluster-secret FILE ([nats] cluster_secret), made once with e.g. head -c 32 /dev/urandom | base64 > cluster.secret", c.NATS.ClusterListen)
 	case c.NATS.Listen != "" && !validListen(c.NATS.Listen):
 		return fmt.Errorf("nats.listen is %q, which is not host:port, e.g. 127.0.0.1:4222", c.NATS.Listen)
-	case c.NATS.Listen != "" && !loopbackListen(c.NATS.Listen):
+	case c.NATS.Listen != "" && !LoopbackListen(c.NATS.Listen):
 		return fmt.Errorf("nats.listen is %q, but the embedded NATS server asks its clients for no credentials, and a client of it can act as any node: listen on loopback (127.0.0.1:4222), or run a NATS cluster with authentication and join it with --nats", c.NATS.Listen)
 	case c.NATS.Replicas < 0 || c.NATS.Replicas > 5:
 		return fmt.Errorf("nats.replicas is %d: set it from 1 to 5 (3 in a three-server cluster)", c.NATS.Replicas)
@@ -790,10 +790,9 @@ func checkAllowedOrigin(o string) error {
 	return nil
 }
 
-// validListen reports whether addr is host:port with a port from 0 to
-// 65535 (the host may be empty: every address).
-// loopbackListen reports whether addr listens on loopback only.
-func loopbackListen(addr string) bool {
+// LoopbackListen reports whether the listen address addr (host:port)
+// listens on loopback only.
+func LoopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -805,6 +804,8 @@ func loopbackListen(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// validListen reports whether addr is host:port with a port from 0 to
+// 65535 (the host may be empty: every address).
 func validListen(addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {

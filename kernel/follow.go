@@ -36,15 +36,15 @@ type Cluster interface {
 	// when some client anywhere can answer it.
 	ReportConsenters(session string, n int)
 	Consenters(session string) int
-	// SessionChanged tells the other nodes of a change to the session
-	// list made on this one; WatchChanges calls fn with theirs until stop
-	// is called, so that every node's WatchSessions sees every node's.
-	SessionChanged(kind string, sum protocol.SessionSummary)
 	// Release gives up this node's lease of the session, which it
 	// unloads after a quiet spell: the session moves to the next node
 	// that writes it, and a node renews leases only of the sessions it
 	// has loaded.
 	Release(ctx context.Context, session string) error
+	// SessionChanged tells the other nodes of a change to the session
+	// list made on this one; WatchChanges calls fn with theirs until stop
+	// is called, so that every node's WatchSessions sees every node's.
+	SessionChanged(kind string, sum protocol.SessionSummary)
 	WatchChanges(fn func(kind string, sum protocol.SessionSummary)) (stop func(), err error)
 }
 

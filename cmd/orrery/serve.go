@@ -217,7 +217,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		// once which model answers and how to get a real one.
 		fmt.Fprintf(c.env.stdout, "model %s: %s\n", cfg.Agent.Model, c.common.modelWhy)
 	}
-	if !c.node && !isLoopbackListen(cfg.Server.Listen) {
+	if !c.node && !config.LoopbackListen(cfg.Server.Listen) {
 		if n, _ := tokens.Len(); n == 0 {
 			log.Warn("listening off loopback with no token: only this machine can connect; make one with orrery node token create")
 		}
@@ -225,7 +225,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
-	} else if !isLoopbackListen(cfg.Server.Listen) {
+	} else if !config.LoopbackListen(cfg.Server.Listen) {
 		const plain = "serving on a non-loopback address over plain HTTP: node tokens, and everything else, cross the network unencrypted; " +
 			"serve HTTPS with --tls-cert and --tls-key ([server] tls_cert, tls_key), or put a TLS proxy in front"
 		log.Warn(plain, "listen", cfg.Server.Listen)
@@ -324,18 +324,6 @@ func pipePath(cfg config.Config, name string) string {
 		return name
 	}
 	return filepath.Join(cfg.Store.Data, strings.TrimSuffix(name, ".sock")+".sock")
-}
-
-func isLoopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // flushInterval maps server.flush_interval to server.Config, where 0 means

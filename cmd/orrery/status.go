@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -64,17 +65,15 @@ func (c *statusCmd) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// problems names each unhealthy stream and what is wrong with it.
 func problems(st cluster.Status) string {
-	out := ""
+	var out []string
 	for _, s := range st.Streams {
 		if s.Problem != "" {
-			if out != "" {
-				out += "; "
-			}
-			out += s.Name + ": " + s.Problem
+			out = append(out, s.Name+": "+s.Problem)
 		}
 	}
-	return out
+	return strings.Join(out, "; ")
 }
 
 func (c *statusCmd) print(st cluster.Status) error {

@@ -226,7 +226,7 @@ func nodeTokens(cfg config.Config, st store.Log, log *slog.Logger) (*auth.Store,
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err = jetstream.UntilPlaced(ctx, func(context.Context) (struct{}, error) {
+		_, err = jetstream.UntilAnswered(ctx, func(context.Context) (struct{}, error) {
 			return struct{}{}, l.tokens.Save(append(raw, '\n'), 0)
 		})
 		cancel()

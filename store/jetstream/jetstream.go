@@ -179,7 +179,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: stream %s: %w", l.n.stream, err)
 	}
-	l.sessions, err = UntilPlaced(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	l.sessions, err = UntilAnswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: l.n.sessions, Description: "Orrery session records", History: 1,
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
@@ -188,7 +188,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (_ *Log, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: bucket %s: %w", l.n.sessions, err)
 	}
-	l.checkpoints, err = UntilPlaced(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+	l.checkpoints, err = UntilAnswered(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 			Bucket: l.n.checkpoints, Description: "Orrery session checkpoints",
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
@@ -244,34 +244,27 @@ func (l *Log) CreateSession(ctx context.Context, s store.Session) error {
 		return err
 	}
 	// A bucket whose stream has no leader yet (a cluster just formed, or
-	// a server lost) answers nothing for a moment: try again, and take a
-	// refusal as "exists" only if the record there is not the one an
+	// a server lost) answers nothing for a moment, and tries again; a
+	// refusal is "exists" only if the record there is not the one an
 	// earlier try, whose answer was lost, wrote.
-	for try := 0; ; try++ {
-		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
-		_, err = l.sessions.Create(actx, Token(s.ID), data)
-		acancel()
-		if err == nil {
-			break
-		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			if try > 0 {
-				if r, _, gerr := l.getRecord(ctx, s.ID); gerr == nil {
-					if again, _ := json.Marshal(r); bytes.Equal(again, data) {
-						break
-					}
+	tries := 0
+	_, err = UntilAnswered(ctx, func(ctx context.Context) (uint64, error) {
+		tries++
+		rev, err := l.sessions.Create(ctx, Token(s.ID), data)
+		if errors.Is(err, jetstream.ErrKeyExists) && tries > 1 {
+			if r, _, gerr := l.getRecord(ctx, s.ID); gerr == nil {
+				if again, _ := json.Marshal(r); bytes.Equal(again, data) {
+					return 0, nil
 				}
 			}
-			return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
 		}
-		if !transient(err) || ctx.Err() != nil {
-			return fmt.Errorf("create session %s: %w", s.ID, classify(err))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("create session %s: %w", s.ID, classify(err))
-		case <-time.After(100 * time.Millisecond):
-		}
+		return rev, err
+	})
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("create session %s: %w", s.ID, store.ErrSessionExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, classify(err))
 	}
 	l.mu.Lock()
 	l.known[s.ID] = true
@@ -290,14 +283,14 @@ func (l *Log) getRecord(ctx context.Context, id string) (record, uint64, error) 
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		// A replica may answer a get before it has the record another
 		// node just made: ask the bucket's leader before saying no.
-		m, err := l.leaderGet(ctx, "KV_"+l.n.sessions, "$KV."+l.n.sessions+"."+Token(id))
-		if errors.Is(err, errNotFound) || (err == nil && m.hdr.Get("KV-Operation") != "") {
-			return record{}, 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
-		}
+		m, err := LeaderEntry(ctx, l.nc, l.n.sessions, Token(id))
 		if err != nil {
 			return record{}, 0, fmt.Errorf("session %s: %w", id, classify(err))
 		}
-		value, rev = m.data, m.sseq
+		if m == nil {
+			return record{}, 0, fmt.Errorf("session %s: %w", id, store.ErrUnknownSession)
+		}
+		value, rev = m.Data, m.Seq
 	default:
 		return record{}, 0, fmt.Errorf("session %s: %w", id, classify(err))
 	}
@@ -457,15 +450,9 @@ func (l *Log) readTail(ctx context.Context, id string) (tailState, error) {
 // leaderTail reads the end of a session's log from the stream's leader:
 // what the next append is fenced against.
 func (l *Log) leaderTail(ctx context.Context, id string) (tailState, stored, error) {
-	m, err := l.leaderGet(ctx, l.n.stream, l.n.any+Token(id))
+	m, err := leaderLast(ctx, l.nc, l.n.stream, l.n.any+Token(id))
 	st, err := l.tailFrom(id, m, err)
 	return st, m, err
-}
-
-// leaderGet is the last message on subject in stream as the stream's
-// leader has it (the stream's message API, which only the leader answers).
-func (l *Log) leaderGet(ctx context.Context, stream, subject string) (stored, error) {
-	return leaderLast(ctx, l.nc, stream, subject)
 }
 
 // LastMessage is the last message on a subject, as LeaderLast reads it.
@@ -491,27 +478,31 @@ func LeaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*La
 	return &LastMessage{Data: m.data, Header: m.hdr, Seq: m.sseq, Time: m.time}, nil
 }
 
+// LeaderEntry returns the current value of key in the KV bucket, as the
+// bucket's leader has it (a KV get may be answered by a replica that is
+// behind): the value, its revision (Seq) and when it was written (Time).
+// It returns nil when the key has no value, or was deleted or purged.
+func LeaderEntry(ctx context.Context, nc *nats.Conn, bucket, key string) (*LastMessage, error) {
+	m, err := LeaderLast(ctx, nc, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if err != nil || m == nil || m.Header.Get("KV-Operation") != "" {
+		return nil, err
+	}
+	return m, nil
+}
+
+// leaderLast is the last message on subject in stream as the stream's
+// leader has it (the stream's message API, which only the leader answers),
+// or errNotFound.
 func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (stored, error) {
 	body, err := json.Marshal(directReq{LastFor: subject})
 	if err != nil {
 		return stored{}, err
 	}
 	// A stream that lost its leader (a server died) answers nothing until
-	// it elects another, a few seconds later: ask again, two seconds a
-	// try, until ctx ends.
-	var reply *nats.Msg
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		reply, err = nc.RequestWithContext(actx, "$JS.API.STREAM.MSG.GET."+stream, body)
-		cancel()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	// it elects another, a few seconds later: ask again until ctx ends.
+	reply, err := UntilAnswered(ctx, func(ctx context.Context) (*nats.Msg, error) {
+		return nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	})
 	if err != nil {
 		return stored{}, fmt.Errorf("read stream %s: %w", stream, err)
 	}
@@ -931,8 +922,8 @@ func (e *apiError) classify() error {
 	return e
 }
 
-// attemptTimeout bounds one try of a request that is tried again when it
-// gets no answer.
+// attemptTimeout bounds one try of a publish, which is tried again when
+// it gets no answer.
 const attemptTimeout = 2 * time.Second
 
 // errRetry marks a publish whose outcome is learnt by reading the tail.
@@ -1205,23 +1196,24 @@ func FrameOf(m *nats.Msg) (store.Frame, error) {
 // Prefix is the prefix of the log's stream, bucket and subject names.
 func (l *Log) Prefix() string { return l.cfg.Prefix }
 
+// createStream is CreateOrUpdateStream, tried until JetStream answers.
 func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	return UntilPlaced(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
+	return UntilAnswered(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 }
 
-// UntilPlaced calls create (which makes a stream, bucket or object
-// store) until it succeeds, fails for good, or ctx ends. It tries again
-// while the cluster cannot yet place the replicas (JetStream's error
-// 10005, "no suitable peers": a cluster that has just formed, or a server
-// restarting) or JetStream is not up yet (no responders, no response
-// from the stream, error 10008),
-// and when an attempt gets no answer at all: a request made while the
-// servers are still making their routes can be lost, so each attempt has
-// a few seconds of its own.
-func UntilPlaced[T any](ctx context.Context, create func(ctx context.Context) (T, error)) (T, error) {
-	for try := 1; ; try++ {
-		actx, cancel := context.WithTimeout(ctx, time.Duration(min(try, 5))*time.Second)
-		v, err := create(actx)
+// UntilAnswered calls try until it succeeds, fails for good, or ctx
+// ends, each call with a deadline of its own: 1 s, then a second more a
+// try, up to 5 s. It tries again while JetStream gives no answer at all (a
+// request made while the servers are still making their routes, or to a
+// stream electing a new leader, can be lost), is not up yet (no
+// responders, no response from the stream, error 10008), or cannot yet
+// place a new stream's replicas (error 10005, "no suitable peers": a
+// cluster just formed, or a server restarting). try must be safe to
+// repeat: what it makes is made once.
+func UntilAnswered[T any](ctx context.Context, try func(ctx context.Context) (T, error)) (T, error) {
+	for n := 1; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, time.Duration(min(n, 5))*time.Second)
+		v, err := try(actx)
 		cancel()
 		var api *jetstream.APIError
 		switch {
