@@ -100,6 +100,13 @@ func (s *Server) route(ctx context.Context, caller kernel.Caller, req protocol.R
 	if !ok {
 		return nil, false, nil
 	}
+	// An unknown session is refused here, before anyone takes a lease for
+	// it: a lease is held, and renewed, for as long as its session stays
+	// loaded, and one for a session that does not exist never would be
+	// let go.
+	if _, err := s.k.Session(ctx, session); err != nil {
+		return nil, true, err
+	}
 	node, err := f.Owner(ctx, session)
 	if err != nil {
 		return nil, true, err

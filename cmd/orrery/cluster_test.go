@@ -697,6 +697,22 @@ func testIdleMoves(t *testing.T, bin string) {
 		return out
 	}
 
+	// A write to a session that does not exist is refused, and leaves no
+	// lease behind (one would be renewed for ever).
+	bogus := "../../x\x1b[2J;rm -rf /"
+	body, _ := json.Marshal(map[string]any{"t": "run.send", "id": "0", "session": bogus, "input": map[string]any{"text": "x"}})
+	resp, err := http.Post(b.url+"/control", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("run.send to an unknown session: %d, want 404", resp.StatusCode)
+	}
+	if owner, ok := leases()[bogus]; ok {
+		t.Errorf("run.send to an unknown session left a lease held by %s", owner)
+	}
+
 	var created struct{ Session string }
 	a.control(map[string]any{"t": "session.new", "id": "1"}, &created)
 	sess := created.Session
